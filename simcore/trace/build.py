@@ -80,7 +80,16 @@ def ps_step_ops(
             deps.extend(all_pulls)
         elif overlap and by_name[name].param_nbytes > 0:
             deps.append(op_id(OpKind.PULL, name))
-        forwards.append(Op(op_id(OpKind.FORWARD, name), Resource.WORKER, OpKind.FORWARD, name, None, tuple(deps)))
+        forwards.append(
+            Op(
+                op_id(OpKind.FORWARD, name),
+                Resource.WORKER,
+                OpKind.FORWARD,
+                name,
+                None,
+                tuple(deps),
+            )
+        )
     backward_ops: list[Op] = []
     all_backwards = tuple(op_id(OpKind.BACKWARD, n) for n in names)
     for name in reversed(names):
@@ -116,15 +125,17 @@ def synthetic_trace(
     """A small hand-made trace: layers ``l0, l1, ...`` in a chain unless ``inputs`` says otherwise.
 
     ``forward_s`` and ``backward_s`` hold one duration per layer, or one list per profiled step.
-    ``param_nbytes[i] == 0`` makes layer i parameter-free (no pull, push or update). Meant for tests,
-    examples and closed-form checks; real traces come from ``profilers``.
+    ``param_nbytes[i] == 0`` makes layer i parameter-free (no pull, push or update). Meant for
+    tests, examples and closed-form checks; real traces come from ``profilers``.
     """
     n = len(param_nbytes)
     fwd_steps = _per_step(forward_s, n, "forward_s")
     bwd_steps = _per_step(backward_s, n, "backward_s")
     if len(fwd_steps) != len(bwd_steps):
         raise TraceError("forward_s and backward_s must describe the same number of steps")
-    upd = [float(update_s)] * n if isinstance(update_s, int | float) else [float(u) for u in update_s]
+    upd = (
+        [float(update_s)] * n if isinstance(update_s, int | float) else [float(u) for u in update_s]
+    )
     names = [f"l{i}" for i in range(n)]
     layers = tuple(
         Layer(
@@ -179,5 +190,7 @@ def _per_step(
         steps = [[float(v) for v in values]]  # type: ignore[arg-type]
     for step in steps:
         if len(step) != n:
-            raise TraceError(f"{name} needs {n} durations per step (one per layer), got {len(step)}")
+            raise TraceError(
+                f"{name} needs {n} durations per step (one per layer), got {len(step)}"
+            )
     return steps

@@ -28,13 +28,11 @@ def step_graph(trace: Trace) -> nx.DiGraph:
     return graph
 
 
-def longest_path_to_end(
-    trace: Trace, cost_s: Sequence[float]
-) -> dict[str, float]:
+def longest_path_to_end(trace: Trace, cost_s: Sequence[float]) -> dict[str, float]:
     """For each op, the longest path (sum of ``cost_s``) from its start to the end of the step.
 
-    ``cost_s[i]`` is the cost of ``trace.ops[i]``. This is the critical-path priority that TicTac-like
-    transmission orders use: ops with a larger value should go first.
+    ``cost_s[i]`` is the cost of ``trace.ops[i]``. This is the critical-path priority that
+    TicTac-like transmission orders use: ops with a larger value should go first.
     """
     graph = step_graph(trace)
     remaining: dict[str, float] = {}

@@ -49,7 +49,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise TraceError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}") from err
+        raise TraceError(
+            f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
+        ) from err
 
 
 def load_trace(name_or_path: str | os.PathLike[str]) -> Trace:

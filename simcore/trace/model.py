@@ -200,5 +200,7 @@ class Trace:
         """Sum of the measured durations of all ops of ``kind`` in profiled step ``step``."""
         durations = self.steps[step].duration_s
         return sum(
-            d for op, d in zip(self.ops, durations, strict=True) if op.kind is kind and d is not None
+            d
+            for op, d in zip(self.ops, durations, strict=True)
+            if op.kind is kind and d is not None
         )

@@ -195,7 +195,9 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
         kind = _enum(ctx, OpKind, ctx.get(raw, "kind", where), where, "kind")
         if resource not in KIND_RESOURCES[kind]:
             allowed = ", ".join(sorted(r.value for r in KIND_RESOURCES[kind]))
-            ctx.fail(where, f"a {kind.value!r} op must use resource {allowed}, not {resource.value!r}")
+            ctx.fail(
+                where, f"a {kind.value!r} op must use resource {allowed}, not {resource.value!r}"
+            )
         layer = raw.get("layer")
         if layer is not None and layer not in layer_names:
             ctx.fail(where, f"field 'layer' names {layer!r}, which is not in 'layers'")
@@ -208,7 +210,9 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
                     f"> 0, got {nbytes!r}",
                 )
         elif nbytes is not None:
-            ctx.fail(where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})")
+            ctx.fail(
+                where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})"
+            )
         deps = raw.get("deps", [])
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
             ctx.fail(where, f"field 'deps' must be a list of op ids, got {deps!r}")
@@ -255,7 +259,8 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
         if len(durations) != len(ops):
             ctx.fail(
                 where,
-                f"field 'duration_s' has {len(durations)} entries, one per op expected ({len(ops)})",
+                f"field 'duration_s' has {len(durations)} entries; "
+                f"expected one per op ({len(ops)})",
             )
         parsed: list[float | None] = []
         for op, value in zip(ops, durations, strict=True):
@@ -270,7 +275,9 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
         if raw.get("start_s") is not None:
             raw_starts = ctx.sequence(raw, "start_s", where)
             if len(raw_starts) != len(ops):
-                ctx.fail(where, f"field 'start_s' has {len(raw_starts)} entries, expected {len(ops)}")
+                ctx.fail(
+                    where, f"field 'start_s' has {len(raw_starts)} entries, expected {len(ops)}"
+                )
             starts = tuple(
                 None if v is None else ctx.seconds(v, f"{where} op {op.id!r}", "start_s")
                 for op, v in zip(ops, raw_starts, strict=True)

@@ -1,0 +1,1 @@
+"""The ``sgdsim`` command line: an edge around simcore (and profilers, imported lazily)."""

@@ -1,0 +1,97 @@
+"""``sgdsim profile``: profile a real PyTorch model on this machine and write a trace.
+
+torch is imported only when the command runs, so the rest of the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from simcore.cli.progress import Progress
+from simcore.errors import ConfigError
+from simcore.trace.io import save_trace
+from simcore.trace.summary import summarize
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "profile",
+        help="profile one worker's SGD step of a real PyTorch model into a trace",
+        description="Time every layer's forward and backward pass (and the server-side update) of "
+        "a real model over several steps and write the trace JSON that the simulator reads.",
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="built-in model name (see `sgdsim profile --list-models`)")
+    which.add_argument("--model-path", help="user model factory as package.module:function")
+    which.add_argument("--list-models", action="store_true", help="list built-in models and exit")
+    parser.add_argument("--batch-size", type=int, default=32, help="examples per step (default 32)")
+    parser.add_argument("--steps", type=int, default=20, help="profiled steps kept (default 20)")
+    parser.add_argument("--warmup", type=int, default=5, help="warm-up steps discarded (default 5)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    parser.add_argument(
+        "--input-shape",
+        help="input shape without the batch dimension, e.g. 3x224x224 (needed with --model-path "
+        "unless the factory says; overrides a built-in model's default)",
+    )
+    parser.add_argument("--num-classes", type=int, help="classes of the synthetic labels")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
+    parser.add_argument("-o", "--out", help="output trace file (.json)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.set_defaults(handler=run)
+
+
+def parse_shape(text: str | None) -> tuple[int, ...] | None:
+    """``3x224x224`` -> ``(3, 224, 224)``; ConfigError naming the option otherwise."""
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(part) for part in text.lower().replace(",", "x").split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or any(d <= 0 for d in shape):
+        raise ConfigError(
+            f"--input-shape: {text!r} is not a shape; use positive sizes like 3x224x224"
+        )
+    return shape
+
+
+def run(args: argparse.Namespace) -> int:
+    import profilers  # torch loads here, only for this command
+    from profilers import models
+
+    if args.list_models:
+        for name, spec in models.MODELS.items():
+            print(f"{name:<18} {spec.description}")
+        return 0
+    if args.out is None:
+        raise ConfigError(
+            "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
+        )
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise ConfigError(f"{out}: already exists; pass --force to overwrite it")
+    model: Any = args.model if args.model else models.load_factory(args.model_path)
+    name = args.model or args.model_path.rsplit(":", 1)[-1]
+    trace = profilers.profile_model(
+        model,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        warmup=args.warmup,
+        device=args.device,
+        input_shape=parse_shape(args.input_shape),
+        num_classes=args.num_classes,
+        model_name=name,
+        seed=args.seed,
+        progress=Progress(f"profiling {name}", enabled=not args.quiet),
+    )
+    path = save_trace(trace, out, overwrite=args.force)
+    summary = summarize(trace)
+    fwd, bwd = summary.phase_s["forward"].mean, summary.phase_s["backward"].mean
+    print(
+        f"wrote {path}: {summary.n_layers} layers, {len(trace.ops)} ops/step, "
+        f"{trace.n_steps} steps; forward {fwd * 1e3:.2f} ms, backward {bwd * 1e3:.2f} ms per step"
+    )
+    return 0

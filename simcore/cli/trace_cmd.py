@@ -1,0 +1,111 @@
+"""``sgdsim trace``: look at a trace (``show``), export it (``export-chrome``), list samples."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from simcore.export.chrome import chrome_trace, profiled_step_spans
+from simcore.trace.io import load_trace, sample_names, write_json_atomic
+from simcore.trace.model import Trace
+from simcore.trace.summary import Spread, TraceSummary, summarize
+
+SLOWEST_LAYERS_SHOWN = 10
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("trace", help="inspect, validate and export traces")
+    actions = parser.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+
+    show = actions.add_parser("show", help="a readable summary of a trace (validates it too)")
+    show.add_argument("trace", help="trace file or shipped sample name (see `sgdsim trace list`)")
+    show.add_argument(
+        "--layers", type=int, default=SLOWEST_LAYERS_SHOWN, help="slowest layers shown"
+    )
+    show.set_defaults(handler=run_show)
+
+    export = actions.add_parser("export-chrome", help="a profiled step as Chrome Trace Event JSON")
+    export.add_argument("trace", help="trace file or shipped sample name")
+    export.add_argument("-o", "--out", required=True, help="output .json (opens in Perfetto UI)")
+    export.add_argument("--step", type=int, default=0, help="which profiled step (default 0)")
+    export.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    export.set_defaults(handler=run_export_chrome)
+
+    listing = actions.add_parser("list", help="the shipped sample traces")
+    listing.set_defaults(handler=run_list)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for name in sample_names():
+        print(name)
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace)
+    print(format_summary(trace, summarize(trace), max(0, args.layers)))
+    return 0
+
+
+def run_export_chrome(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace)
+    spans = profiled_step_spans(trace, args.step)
+    metadata = {
+        "model": trace.metadata.model_name,
+        "batch_size": trace.metadata.batch_size,
+        "source": trace.source,
+        "step": args.step,
+    }
+    path = write_json_atomic(args.out, chrome_trace(spans, metadata), overwrite=args.force)
+    print(f"wrote {len(spans)} events of step {args.step} to {path} (open it in ui.perfetto.dev)")
+    return 0
+
+
+def _ms(spread: Spread) -> str:
+    return (
+        f"{spread.mean * 1e3:10.3f} ms  ± {spread.std * 1e3:8.3f}"
+        f"   [{spread.min * 1e3:.3f} .. {spread.max * 1e3:.3f}]"
+    )
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB"
+
+
+def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
+    """The text of ``sgdsim trace show``."""
+    md = trace.metadata
+    host = md.host.get("hostname", "?")
+    lines = [
+        f"trace      {trace.source} (schema v{trace.schema_version})",
+        f"model      {md.model_name}, batch {md.batch_size}, {md.dtype} on {md.device}, "
+        f"{md.framework} {md.framework_version}, host {host}",
+        f"profiled   {md.profiled_steps} steps after {md.warmup_steps} warm-up steps"
+        + (f", {md.created_utc}" if md.created_utc else ""),
+        f"layers     {summary.n_layers} ({summary.n_param_layers} with parameters), "
+        f"{summary.param_count:,} parameters, {_mib(summary.param_nbytes)}",
+        "ops/step   "
+        + ", ".join(f"{k} {v}" for k, v in summary.op_counts.items())
+        + f" (total {len(trace.ops)})",
+        f"traffic    pull {_mib(summary.pull_nbytes)}, push {_mib(summary.push_nbytes)} per step",
+        "",
+        f"per step, over {md.profiled_steps} steps:   mean ± sd   [min .. max]",
+    ]
+    for kind, spread in summary.phase_s.items():
+        lines.append(f"  {kind:<22} {_ms(spread)}   (sum of per-op times)")
+    for phase, spread in summary.measured_s.items():
+        lines.append(f"  {phase + ' (measured)':<22} {_ms(spread)}   (whole phase, wall clock)")
+    if n_layers:
+        slowest = sorted(summary.layers, key=lambda t: t.forward_s + t.backward_s, reverse=True)
+        lines += [
+            "",
+            f"slowest {min(n_layers, len(slowest))} layers (mean per step):",
+            f"  {'layer':<28} {'type':<18} {'forward':>11} {'backward':>11} {'params':>11}",
+        ]
+        for layer in slowest[:n_layers]:
+            lines.append(
+                f"  {layer.name[:28]:<28} {layer.module_type[:18]:<18} "
+                f"{layer.forward_s * 1e3:8.3f} ms {layer.backward_s * 1e3:8.3f} ms "
+                f"{_mib(layer.param_nbytes):>11}"
+            )
+    return "\n".join(lines)

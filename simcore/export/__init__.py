@@ -1,0 +1,1 @@
+"""Exports of traces and simulated timelines to formats other tools read."""
