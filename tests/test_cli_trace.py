@@ -63,21 +63,29 @@ def test_export_chrome_events_follow_the_format(trace_file: Path, tmp_path: Path
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "simcore.cli.main", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "simcore.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("trace", "show", "no-such-trace"), "no-such-trace: no such file, and not a shipped sample"),
+        (
+            ("trace", "show", "no-such-trace"),
+            "no-such-trace: no such file, and not a shipped sample",
+        ),
         (("trace", "export-chrome", "TRACE", "-o", "OUT", "--step", "9"), "step 9 does not exist"),
     ],
 )
 def test_errors_are_one_line(
     args: tuple[str, ...], expected: str, trace_file: Path, tmp_path: Path
 ) -> None:
-    argv = [a.replace("TRACE", str(trace_file)).replace("OUT", str(tmp_path / "o.json")) for a in args]
+    argv = [
+        a.replace("TRACE", str(trace_file)).replace("OUT", str(tmp_path / "o.json")) for a in args
+    ]
     result = run_cli(*argv)
     assert result.returncode == 2
     assert result.stderr.startswith("sgdsim: error: ")

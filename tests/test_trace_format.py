@@ -190,9 +190,15 @@ def test_critical_path_of_a_chain() -> None:
     trace = synthetic_trace([1.0, 2.0], [3.0, 4.0], [100, 100], update_s=0.5)
     cost = [d if d is not None else 10.0 for d in trace.steps[0].duration_s]
     path, length = critical_path(trace, cost)
-    # pull l0 (10) -> fwd l0 (1) -> fwd l1 (2) -> bwd l1 (4) -> bwd l0 (3) -> push l0 (10) -> upd (0.5)
+    # pull l0 (10), fwd l0 (1), fwd l1 (2), bwd l1 (4), bwd l0 (3), push l0 (10), update (0.5)
     assert path == [
-        "pull:l0", "forward:l0", "forward:l1", "backward:l1", "backward:l0", "push:l0", "update:l0"
+        "pull:l0",
+        "forward:l0",
+        "forward:l1",
+        "backward:l1",
+        "backward:l0",
+        "push:l0",
+        "update:l0",
     ]
     assert length == pytest.approx(30.5)
 

@@ -1,0 +1,354 @@
+"""A measured point-to-point network profile and the linear transfer-time model fitted to it.
+
+TPDS'22 section 2.2.1 (Fig. 6) finds that point-to-point transmission time with Gloo is a linear
+function of the data size over a wide range of sizes, so the simulator models one transfer as
+
+    time_s = latency_s + 8 * nbytes / bandwidth_bps.
+
+This module is pure: the dataclass, the fit, and conversion to and from the versioned JSON form
+(``schema`` ``"sgdsim.network"``). Files are read by :mod:`simcore.network_io`; measurements are
+made by ``profilers.netprofile``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from simcore.errors import ConfigError, ProfilingError, TraceError
+from simcore.units import format_bandwidth, format_bytes, format_seconds
+
+__all__ = [
+    "SCHEMA_NAME",
+    "SCHEMA_VERSION",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "NetworkProfile",
+    "fit_linear_transfer",
+    "fit_network_profile",
+    "network_profile_from_dict",
+    "network_profile_table",
+    "network_profile_to_dict",
+]
+
+SCHEMA_NAME = "sgdsim.network"
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+
+_REGENERATE_HINT = "re-measure it with `python -m profilers.netprofile` (see simcore/data/network)"
+
+
+@dataclass(frozen=True)
+class NetworkProfile:
+    """Latency and bandwidth of one point-to-point link, fitted to measured transfer times.
+
+    Attributes
+    ----------
+    latency_s : float
+        Fitted fixed cost of one transfer (the intercept), seconds, >= 0.
+    bandwidth_bps : float
+        Fitted bandwidth (8 / slope), bits per second, > 0.
+    r_squared : float or None
+        Coefficient of determination of the fit (see :func:`fit_linear_transfer`); None for a
+        profile written by hand rather than fitted.
+    samples : tuple of (int, float)
+        The measurements the fit used: ``(nbytes, one-way seconds)``, one per message size
+        (the median of the repetitions).
+    backend : str
+        Transport measured, e.g. ``"gloo"``.
+    endpoints : str
+        Where the two ends were, e.g. ``"127.0.0.1 loopback, two processes on one host"``.
+    method : str
+        How one-way times were obtained (repetitions, warm-up, estimator).
+    host : str
+        Host name of the machine that ran rank 0.
+    created_utc : str
+        ISO 8601 time of the measurement, UTC.
+    source : str
+        The file it was loaded from, for messages; not serialized.
+    """
+
+    latency_s: float
+    bandwidth_bps: float
+    r_squared: float | None = None
+    samples: tuple[tuple[int, float], ...] = ()
+    backend: str = ""
+    endpoints: str = ""
+    method: str = ""
+    host: str = ""
+    created_utc: str = ""
+    source: str = "<memory>"
+
+    def transfer_time_s(self, nbytes: float) -> float:
+        """Predicted one-way time of a message of ``nbytes`` bytes, in seconds."""
+        return self.latency_s + 8.0 * nbytes / self.bandwidth_bps
+
+
+def _check_fit_input(nbytes: Sequence[int], seconds: Sequence[float]) -> None:
+    if len(nbytes) != len(seconds):
+        raise ConfigError(
+            f"nbytes and seconds must have the same length, got {len(nbytes)} and {len(seconds)}"
+        )
+    for i, (size, time_s) in enumerate(zip(nbytes, seconds, strict=True)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigError(f"nbytes[{i}]: must be an integer number of bytes >= 0, got {size!r}")
+        if not isinstance(time_s, int | float) or not math.isfinite(time_s) or time_s <= 0:
+            raise ConfigError(f"seconds[{i}]: must be a finite time > 0 s, got {time_s!r}")
+    if len(set(nbytes)) < 2:
+        raise ConfigError(
+            f"nbytes: a line needs at least 2 distinct message sizes, got {sorted(set(nbytes))}"
+        )
+
+
+def _weighted_line(
+    x: Sequence[float], y: Sequence[float], w: Sequence[float]
+) -> tuple[float, float]:
+    """Intercept and slope minimizing sum(w * (y - a - b x)**2), with the constraint a >= 0."""
+    total = math.fsum(w)
+    x_mean = math.fsum(wi * xi for wi, xi in zip(w, x, strict=True)) / total
+    y_mean = math.fsum(wi * yi for wi, yi in zip(w, y, strict=True)) / total
+    sxx = math.fsum(wi * (xi - x_mean) ** 2 for wi, xi in zip(w, x, strict=True))
+    sxy = math.fsum(wi * (xi - x_mean) * (yi - y_mean) for wi, xi, yi in zip(w, x, y, strict=True))
+    slope = sxy / sxx
+    intercept = y_mean - slope * x_mean
+    if intercept >= 0:
+        return intercept, slope
+    # A negative latency is not physical; with one linear constraint the constrained optimum lies
+    # on its boundary, i.e. the best line through the origin.
+    through_origin = math.fsum(wi * xi * yi for wi, xi, yi in zip(w, x, y, strict=True))
+    return 0.0, through_origin / math.fsum(wi * xi * xi for wi, xi in zip(w, x, strict=True))
+
+
+def fit_linear_transfer(
+    nbytes: Sequence[int], seconds: Sequence[float]
+) -> tuple[float, float, float]:
+    """Fit ``seconds = latency_s + 8 * nbytes / bandwidth_bps`` by weighted least squares.
+
+    Each squared residual is weighted by ``1 / seconds``, i.e. the timing noise is taken to grow in
+    proportion to the transfer time (as it does when a transfer is a chain of packets or chunks).
+    Message sizes are log-spaced over several decades (1 KiB .. 64 MiB), so an unweighted fit lets
+    the noise of the largest message (milliseconds) swamp the latency (microseconds), while full
+    relative weights (``1 / seconds**2``) let the many latency-bound small sizes pull the slope
+    off the large ones; on this machine's loopback, 1/seconds kept the 64 MiB point within 2 % and
+    the latency near the small-message times. A negative intercept is clipped to 0 (the best line
+    through the origin).
+
+    Parameters
+    ----------
+    nbytes : sequence of int
+        Message sizes in bytes (>= 0), at least two distinct ones.
+    seconds : sequence of float
+        One-way transfer times in seconds (> 0), aligned with ``nbytes``.
+
+    Returns
+    -------
+    latency_s : float
+        The intercept, seconds (>= 0).
+    bandwidth_bps : float
+        8 / slope, bits per second (> 0).
+    r_squared : float
+        Coefficient of determination with the same weights, ``1 - SS_res / SS_tot``: the
+        fraction of the weighted variance of the times that the line explains; 1 for exactly
+        linear data.
+
+    Raises
+    ------
+    ConfigError
+        Lengths differ, fewer than two distinct sizes, or a size or time is out of range.
+    ProfilingError
+        The fitted time does not grow with size (slope <= 0): the measurements are dominated by
+        noise; measure larger messages or more repetitions.
+    """
+    _check_fit_input(nbytes, seconds)
+    x = [float(n) for n in nbytes]
+    y = [float(t) for t in seconds]
+    w = [1.0 / t for t in y]
+    latency_s, slope = _weighted_line(x, y, w)
+    if not slope > 0:
+        raise ProfilingError(
+            f"transfer time does not grow with message size (fitted slope {slope:.3g} s/byte); "
+            "the measurements are dominated by noise: measure larger messages or more repeats"
+        )
+    y_mean = math.fsum(wi * yi for wi, yi in zip(w, y, strict=True)) / math.fsum(w)
+    ss_res = math.fsum(
+        wi * (yi - latency_s - slope * xi) ** 2 for wi, xi, yi in zip(w, x, y, strict=True)
+    )
+    ss_tot = math.fsum(wi * (yi - y_mean) ** 2 for wi, yi in zip(w, y, strict=True))
+    return latency_s, 8.0 / slope, 1.0 - ss_res / ss_tot
+
+
+def fit_network_profile(
+    samples: Sequence[tuple[int, float]],
+    *,
+    backend: str = "",
+    endpoints: str = "",
+    method: str = "",
+    host: str = "",
+    created_utc: str = "",
+) -> NetworkProfile:
+    """Fit :func:`fit_linear_transfer` to ``(nbytes, seconds)`` samples and build the profile.
+
+    Raises the errors of :func:`fit_linear_transfer`.
+    """
+    ordered = tuple(sorted((int(n), float(t)) for n, t in samples))
+    latency_s, bandwidth_bps, r_squared = fit_linear_transfer(
+        [n for n, _ in ordered], [t for _, t in ordered]
+    )
+    return NetworkProfile(
+        latency_s=latency_s,
+        bandwidth_bps=bandwidth_bps,
+        r_squared=r_squared,
+        samples=ordered,
+        backend=backend,
+        endpoints=endpoints,
+        method=method,
+        host=host,
+        created_utc=created_utc,
+    )
+
+
+def network_profile_table(profile: NetworkProfile) -> str:
+    """A readable table of the measured and fitted one-way time per size, then the fit."""
+    lines = [f"{'size':>10}  {'measured':>10}  {'fitted':>10}"]
+    for nbytes, seconds in profile.samples:
+        fitted = profile.transfer_time_s(nbytes)
+        cells = (format_bytes(nbytes), format_seconds(seconds), format_seconds(fitted))
+        lines.append("  ".join(f"{cell:>10}" for cell in cells))
+    r_squared = "n/a" if profile.r_squared is None else f"{profile.r_squared:.4f}"
+    lines.append(
+        f"latency {format_seconds(profile.latency_s)}, "
+        f"bandwidth {format_bandwidth(profile.bandwidth_bps)}, r² {r_squared}"
+    )
+    return "\n".join(lines)
+
+
+_TEXT_FIELDS = ("backend", "endpoints", "method", "host", "created_utc")
+
+
+def network_profile_to_dict(profile: NetworkProfile) -> dict[str, Any]:
+    """The JSON form of ``profile`` (the inverse of :func:`network_profile_from_dict`)."""
+    data: dict[str, Any] = {
+        "schema": SCHEMA_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "latency_s": profile.latency_s,
+        "bandwidth_bps": profile.bandwidth_bps,
+    }
+    if profile.r_squared is not None:
+        data["r_squared"] = profile.r_squared
+    data.update({key: getattr(profile, key) for key in _TEXT_FIELDS})
+    data["samples"] = [{"nbytes": n, "time_s": t} for n, t in profile.samples]
+    return data
+
+
+class _Checker:
+    """Carries the source name so that every error says which file and field it is about."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, problem: str) -> NoReturn:
+        raise TraceError(f"{self.source}: {where}: {problem}")
+
+    def number(
+        self, obj: Mapping[str, Any], key: str, where: str, rule: str, ok: Callable[[float], bool]
+    ) -> float:
+        """``obj[key]`` as a finite float accepted by ``ok``; ``rule`` says what ``ok`` wants."""
+        if key not in obj:
+            self.fail(where, f"missing required field '{key}'")
+        value = obj[key]
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (is_number and math.isfinite(value) and ok(float(value))):
+            self.fail(where, f"field '{key}' must be a finite number {rule}, got {value!r}")
+        return float(value)
+
+
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+def _non_negative(value: float) -> bool:
+    return value >= 0
+
+
+def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkProfile:
+    """Validate the JSON form of a network profile and build a :class:`NetworkProfile`.
+
+    Parameters
+    ----------
+    data : Any
+        The decoded JSON document.
+    source : str
+        A name for error messages, usually the file path.
+
+    Returns
+    -------
+    NetworkProfile
+        With ``source`` set.
+
+    Raises
+    ------
+    TraceError
+        Naming the source, the field, the value and what is expected (and, for an unsupported
+        ``schema_version``, the supported versions and how to re-measure).
+    """
+    check = _Checker(source)
+    if not isinstance(data, Mapping):
+        check.fail("top level", f"expected a JSON object, got {type(data).__name__}")
+    _check_schema(check, data)
+    r_squared = None
+    if data.get("r_squared") is not None:
+        r_squared = check.number(data, "r_squared", "top level", "<= 1", lambda v: v <= 1)
+    texts = {key: _text(check, data, key) for key in _TEXT_FIELDS}
+    return NetworkProfile(
+        latency_s=check.number(data, "latency_s", "top level", ">= 0 (seconds)", _non_negative),
+        bandwidth_bps=check.number(
+            data, "bandwidth_bps", "top level", "> 0 (bits per second)", _positive
+        ),
+        r_squared=r_squared,
+        samples=_samples(check, data.get("samples", [])),
+        source=source,
+        **texts,
+    )
+
+
+def _check_schema(check: _Checker, data: Mapping[str, Any]) -> None:
+    schema = data.get("schema", SCHEMA_NAME)
+    if schema != SCHEMA_NAME:
+        check.fail(
+            "field 'schema'", f"expected {SCHEMA_NAME!r}, got {schema!r}: not a network profile"
+        )
+    if "schema_version" not in data:
+        check.fail("top level", "missing required field 'schema_version'")
+    version = data["schema_version"]
+    if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+        check.fail(
+            "field 'schema_version'",
+            f"version {version!r} is not supported; this sgdsim reads version(s) {supported}; "
+            f"{_REGENERATE_HINT}",
+        )
+
+
+def _text(check: _Checker, data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str):
+        check.fail("top level", f"field '{key}' must be a string, got {value!r}")
+    return value
+
+
+def _samples(check: _Checker, raw: Any) -> tuple[tuple[int, float], ...]:
+    if not isinstance(raw, list):
+        check.fail("field 'samples'", f"must be a list, got {type(raw).__name__}")
+    samples = []
+    for i, item in enumerate(raw):
+        where = f"samples[{i}]"
+        if not isinstance(item, Mapping):
+            check.fail(where, f"expected a JSON object, got {item!r}")
+        if "nbytes" not in item:
+            check.fail(where, "missing required field 'nbytes'")
+        nbytes = item["nbytes"]
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            check.fail(where, f"field 'nbytes' must be an integer >= 0, got {nbytes!r}")
+        samples.append((nbytes, check.number(item, "time_s", where, "> 0 (seconds)", _positive)))
+    return tuple(samples)

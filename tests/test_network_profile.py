@@ -1,0 +1,318 @@
+"""Network profiles: the linear fit, the JSON form and its validation, and real measurements."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from profilers import netns_testbed
+from profilers.netprofile import doubling_sizes, measure_network
+from simcore.errors import ConfigError, ProfilingError, TraceError
+from simcore.network import (
+    NetworkProfile,
+    fit_linear_transfer,
+    fit_network_profile,
+    network_profile_from_dict,
+    network_profile_to_dict,
+)
+from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
+
+SIZES = doubling_sizes(1 << 10, 64 << 20)
+
+# A loopback measurement on a busy 2-core machine is noisy: single sizes were seen 2-3x off the
+# line for a whole series of round trips (TCP buffer autotuning, scheduling). Over sizes spanning
+# four decades the time still grows ~100x, so a working measurement explains most of the weighted
+# variance: r² was 0.84 .. 0.998 in 26 runs of this test's settings on the 2-core development VM.
+# 0.7 leaves room for a busier CI machine, while a broken measurement (time not growing with size,
+# units mixed up, random times) lands near 0 or fails the fit. Loopback copies memory, so its
+# bandwidth is far above 100 Mbit/s (14-22 Gbit/s here).
+LOOPBACK_MIN_R_SQUARED = 0.7
+LOOPBACK_MIN_BANDWIDTH_BPS = 100e6
+
+
+def linear_times(latency_s: float, bandwidth_bps: float, sizes: tuple[int, ...]) -> list[float]:
+    return [latency_s + 8 * n / bandwidth_bps for n in sizes]
+
+
+# --- the fit -----------------------------------------------------------------------------------
+
+
+def test_fit_recovers_exact_line() -> None:
+    latency_s, bandwidth_bps, r_squared = fit_linear_transfer(
+        SIZES, linear_times(50e-6, 10e9, SIZES)
+    )
+    assert latency_s == pytest.approx(50e-6, rel=1e-9)
+    assert bandwidth_bps == pytest.approx(10e9, rel=1e-9)
+    assert r_squared == pytest.approx(1.0, abs=1e-12)
+
+
+@given(
+    latency_s=st.floats(min_value=1e-7, max_value=1e-2),
+    bandwidth_bps=st.floats(min_value=1e6, max_value=1e12),
+)
+def test_fit_recovers_any_line(latency_s: float, bandwidth_bps: float) -> None:
+    sizes = (1000, 30_000, 1_000_000)
+    fitted = fit_linear_transfer(sizes, linear_times(latency_s, bandwidth_bps, sizes))
+    assert fitted[0] == pytest.approx(latency_s, rel=1e-6, abs=1e-15)
+    assert fitted[1] == pytest.approx(bandwidth_bps, rel=1e-6)
+    assert fitted[2] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_fit_clips_negative_latency_to_a_line_through_the_origin() -> None:
+    sizes = (1000, 2000, 4000)
+    latency_s, bandwidth_bps, _ = fit_linear_transfer(sizes, [0.5e-6, 1.6e-6, 3.5e-6])
+    assert latency_s == 0.0
+    assert bandwidth_bps > 0
+
+
+def test_transfer_time() -> None:
+    profile = NetworkProfile(latency_s=1e-4, bandwidth_bps=8e9)
+    assert profile.transfer_time_s(0) == pytest.approx(1e-4)
+    assert profile.transfer_time_s(1e9) == pytest.approx(1.0001)
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "seconds", "match"),
+    [
+        ([1024], [1e-3], "at least 2 distinct"),
+        ([1024, 1024, 1024], [1e-3, 2e-3, 3e-3], "at least 2 distinct"),
+        ([1024, 2048], [1e-3], "same length"),
+        ([1024, -1], [1e-3, 2e-3], r"nbytes\[1\]"),
+        ([1024, True], [1e-3, 2e-3], r"nbytes\[1\]"),
+        ([1024, 2048], [1e-3, 0.0], r"seconds\[1\]"),
+        ([1024, 2048], [1e-3, math.nan], r"seconds\[1\]"),
+    ],
+)
+def test_fit_rejects_bad_input(nbytes: list[int], seconds: list[float], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        fit_linear_transfer(nbytes, seconds)
+
+
+def test_fit_rejects_time_that_falls_with_size() -> None:
+    with pytest.raises(ProfilingError, match="does not grow with message size"):
+        fit_linear_transfer([1024, 1 << 20], [2e-3, 1e-3])
+
+
+# --- the JSON form -----------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def profile() -> NetworkProfile:
+    return fit_network_profile(
+        list(zip(SIZES, linear_times(30e-6, 20e9, SIZES), strict=True)),
+        backend="gloo",
+        endpoints="test",
+        method="synthetic",
+        host="here",
+        created_utc="2025-01-01T00:00:00+00:00",
+    )
+
+
+@pytest.fixture()
+def doc(profile: NetworkProfile) -> dict[str, Any]:
+    return network_profile_to_dict(profile)
+
+
+def test_dict_round_trip_through_json(profile: NetworkProfile) -> None:
+    text = json.dumps(network_profile_to_dict(profile))
+    back = network_profile_from_dict(json.loads(text), source="mem")
+    assert back.source == "mem"
+    assert dataclasses.replace(back, source=profile.source) == profile
+
+
+def test_save_and_load(profile: NetworkProfile, tmp_path: Path) -> None:
+    path = save_network_profile(profile, tmp_path / "net.json")
+    loaded = load_network_profile(path)
+    assert loaded.source == str(path)
+    assert dataclasses.replace(loaded, source=profile.source) == profile
+    with pytest.raises(ConfigError, match="already exists"):
+        save_network_profile(profile, path)
+
+
+def test_hand_written_profile_needs_only_latency_and_bandwidth() -> None:
+    doc = {"schema": "sgdsim.network", "schema_version": 1, "latency_s": 0, "bandwidth_bps": 1e10}
+    profile = network_profile_from_dict(doc, "hand.json")
+    assert profile.r_squared is None and profile.samples == ()
+    assert profile.transfer_time_s(1.25e9) == pytest.approx(1.0)
+
+
+def test_shipped_samples_load_and_match_their_own_fit() -> None:
+    assert {"loopback", "veth-1gbit"} <= set(network_sample_names())
+    for name in ("loopback", "veth-1gbit"):
+        profile = load_network_profile(name)
+        refit = fit_linear_transfer(
+            [n for n, _ in profile.samples], [t for _, t in profile.samples]
+        )
+        assert refit == pytest.approx((profile.latency_s, profile.bandwidth_bps, profile.r_squared))
+    assert load_network_profile("veth-1gbit").bandwidth_bps == pytest.approx(1e9, rel=0.25)
+
+
+def test_unknown_sample_lists_the_samples() -> None:
+    with pytest.raises(ConfigError, match="loopback"):
+        load_network_profile("no-such-network")
+
+
+DELETE = object()  # a sentinel: remove the key instead of setting it
+
+
+def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    bad = copy.deepcopy(doc)
+    if value is DELETE:
+        del bad[key]
+    else:
+        bad[key] = value
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("bandwidth_bps", DELETE, "f.json: top level: missing required field 'bandwidth_bps'"),
+        ("bandwidth_bps", -5.0, "field 'bandwidth_bps' must be a finite number > 0"),
+        ("bandwidth_bps", "10Gbps", "field 'bandwidth_bps' must be a finite number > 0"),
+        ("latency_s", -1e-6, "field 'latency_s' must be a finite number >= 0"),
+        ("latency_s", DELETE, "missing required field 'latency_s'"),
+        ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
+        ("schema_version", 2, r"version 2 is not supported; this sgdsim reads version\(s\) 1"),
+        ("schema_version", DELETE, "missing required field 'schema_version'"),
+        ("schema", "sgdsim.trace", "field 'schema': expected 'sgdsim.network'"),
+        ("host", 3, "field 'host' must be a string, got 3"),
+        ("samples", {}, "field 'samples': must be a list"),
+        ("samples", [{"nbytes": 1}], r"samples\[0\]: missing required field 'time_s'"),
+        ("samples", [{"nbytes": -1, "time_s": 1}], r"samples\[0\]: field 'nbytes'"),
+        ("samples", [{"nbytes": 1, "time_s": 0}], r"samples\[0\]: field 'time_s'"),
+    ],
+)
+def test_validation_names_the_field(
+    doc: dict[str, Any], key: str, value: Any, expected: str
+) -> None:
+    with pytest.raises(TraceError, match=expected) as info:
+        network_profile_from_dict(mutate(doc, key, value), source="f.json")
+    assert str(info.value).startswith("f.json: ")
+
+
+def test_not_an_object() -> None:
+    with pytest.raises(TraceError, match="expected a JSON object, got list"):
+        network_profile_from_dict([], source="f.json")
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"world_size": 3}, "world_size"),
+        ({"rank": 1}, "master_port: required"),
+        ({"rank": 2, "master_port": 29555}, "rank"),
+        ({"sizes": [1024]}, "at least 2 distinct"),
+        ({"sizes": [0, 1024]}, "sizes"),
+        ({"repeats": 0}, "repeats"),
+        ({"timeout_s": 0}, "timeout_s"),
+    ],
+)
+def test_measure_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        measure_network(**kwargs)
+
+
+@pytest.mark.slow
+def test_loopback_measurement_fits_a_line() -> None:
+    calls: list[tuple[int, int]] = []
+    sizes = tuple(4096 * 4**k for k in range(7))  # 4 KiB .. 16 MiB
+    profile = measure_network(
+        sizes, repeats=7, warmup=5, timeout_s=20, progress=lambda d, t: calls.append((d, t))
+    )
+    assert [n for n, _ in profile.samples] == list(sizes)
+    assert profile.bandwidth_bps > LOOPBACK_MIN_BANDWIDTH_BPS
+    assert profile.r_squared is not None and profile.r_squared > LOOPBACK_MIN_R_SQUARED
+    assert calls[-1] == (len(sizes), len(sizes))
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.slow
+def test_failed_rank_ends_measurement_without_orphans() -> None:
+    # Hold the rendezvous port, so rank 0 cannot listen on it and fails.
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        with pytest.raises(ProfilingError, match="network measurement failed"):
+            measure_network([1024, 2048], repeats=1, warmup=0, master_port=port, timeout_s=5)
+    assert not multiprocessing.active_children()
+
+
+def signal_a_rank(sig: signal.Signals) -> Callable[[int, int], None]:
+    """A progress callback that sends ``sig`` to one spawned rank after the first size."""
+
+    def progress(done: int, total: int) -> None:
+        if done == 1:
+            os.kill(multiprocessing.active_children()[0].pid or 0, sig)
+
+    return progress
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["dies", "hangs"])
+def test_rank_that_dies_or_hangs_ends_measurement(sig: signal.Signals) -> None:
+    sizes = [1024, 1 << 20, 4 << 20]
+    with pytest.raises(ProfilingError, match="network measurement failed"):
+        measure_network(sizes, repeats=50, timeout_s=3, progress=signal_a_rank(sig))
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.slow
+def test_unreachable_peer_times_out() -> None:
+    with socket.socket() as probe:  # a port with nobody listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ProfilingError, match="rank 1"):
+        measure_network([1024, 2048], rank=1, master_port=port, timeout_s=2)
+
+
+def namespaces() -> set[str]:
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return {line.split()[0] for line in listing.stdout.splitlines() if line.strip()}
+
+
+@pytest.mark.slow
+def test_netns_testbed_measures_the_shaped_rate() -> None:
+    try:
+        netns_testbed.check_permitted()
+    except ConfigError as err:
+        pytest.skip(f"netns testbed not possible here: {err}")
+    before = namespaces()
+    try:
+        profile = netns_testbed.measure_shaped(
+            1e9, min_nbytes=64 << 10, max_nbytes=8 << 20, repeats=3, warmup=2, timeout_s=20
+        )
+    except ConfigError as err:  # e.g. root in a container without CAP_SYS_ADMIN
+        pytest.skip(f"netns testbed not permitted here: {err}")
+    assert profile.bandwidth_bps == pytest.approx(1e9, rel=0.25)
+    assert "tbf" in profile.endpoints
+    assert namespaces() == before  # only what it created was created, and it is gone
+
+
+def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ConfigError, match="needs root"):
+        netns_testbed.check_permitted()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
+    with pytest.raises(ConfigError, match="`ip` not found"):
+        netns_testbed.check_permitted()
