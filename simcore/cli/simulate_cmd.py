@@ -1,0 +1,320 @@
+"""``sgdsim simulate``: predict the throughput of W workers from a one-worker trace.
+
+One worker count prints a summary (or one JSON object with ``--json``); a list or range
+(``--workers 1-16``, ``--workers 1,2,4,8``) prints a table with confidence intervals. Bandwidths,
+sizes and durations accept units (``10Gbps``, ``64KiB``, ``50us``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from simcore.cli.progress import Progress
+from simcore.errors import ConfigError
+from simcore.export.chrome import TimelineSpan, chrome_trace
+from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, validate_for_traces
+from simcore.sim.results import Timeline, result_to_dict, timeline_to_dict
+from simcore.sim.sharing import sharing_policy_names
+from simcore.sim.streams import stream_scheduler_names
+from simcore.trace.io import load_trace, read_json, write_json_atomic
+from simcore.trace.model import Trace
+from simcore.units import (
+    format_bandwidth,
+    parse_bandwidth,
+    parse_duration,
+    parse_size,
+)
+
+MAX_WORKERS_LISTED = 4096
+PROGRESS_MIN_OPS = 2_000_000  # simulated ops; about 5 s at the engine's usual rate
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="predict throughput on W workers by discrete-event simulation",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument(
+        "trace",
+        nargs="+",
+        metavar="TRACE",
+        help="trace file or sample name; several = one per worker type",
+    )
+    p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-16 (default 1)")
+    p.add_argument("--bandwidth", default="10Gbps", help="server link bandwidth (default 10Gbps)")
+    p.add_argument("--arch", choices=ARCHS, default="ps")
+    p.add_argument("--mode", choices=MODES, default="async")
+    p.add_argument(
+        "--sharing",
+        choices=[*sharing_policy_names(), HYBRID],
+        default=None,
+        help="link sharing (default: ps, or allreduce for --arch allreduce)",
+    )
+    p.add_argument("--steps", type=int, default=1000, help="steps per worker (default 1000)")
+    p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--replications",
+        type=int,
+        default=1,
+        help="independent runs for the CI (default 1: batch means)",
+    )
+    p.add_argument("--batches", type=int, default=10, help="batches for batch means")
+    p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
+    p.add_argument("--cap-mode", choices=CAP_MODES, default="clip")
+    p.add_argument(
+        "--scheduler",
+        choices=stream_scheduler_names(),
+        default="fifo",
+        help="stream order on each connection (http2: multiplexing with --window)",
+    )
+    p.add_argument("--window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
+    p.add_argument(
+        "--parse-alpha", type=float, default=0.0, help="parsing overhead per byte, seconds/byte"
+    )
+    p.add_argument("--parse-beta", default="0s", help="parsing overhead per transfer, e.g. 50us")
+    p.add_argument("--latency", default="0s", help="latency per transfer, e.g. 100us")
+    p.add_argument("--servers", type=int, default=1, help="parameter servers (default 1)")
+    p.add_argument(
+        "--placement", default="greedy", help="greedy, round-robin, or a JSON file {layer: server}"
+    )
+    p.add_argument("--worker-bandwidth", help="each worker's NIC (default: --bandwidth)")
+    p.add_argument("--speed", help="per-worker compute speed factors, e.g. 1,1,2")
+    p.add_argument("--worker-types", help="per-worker trace index when several traces, e.g. 0,1")
+    p.add_argument("--jitter", choices=JITTERS, default="none")
+    p.add_argument("--jitter-cv", type=float, default=0.0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
+    p.add_argument("--timeline-format", choices=("chrome", "records"), default="chrome")
+    p.add_argument("--force", action="store_true", help="overwrite an existing timeline file")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=run)
+
+
+def parse_workers(text: str) -> list[int]:
+    """``8``, ``1,2,4`` or ``1-16`` (or a mix, ``1-4,8``) as a list of worker counts."""
+    counts: list[int] = []
+    for part in text.split(","):
+        try:
+            if "-" in part.strip("-"):
+                low, high = (int(x) for x in part.split("-", 1))
+                if high < low or high - low > MAX_WORKERS_LISTED:
+                    raise ValueError(part)
+                counts.extend(range(low, high + 1))
+            else:
+                counts.append(int(part))
+        except ValueError:
+            raise ConfigError(
+                f"--workers: {text!r} is not a count, list (1,2,4) or range (1-16)"
+            ) from None
+    return counts
+
+
+def _floats(text: str | None, name: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a comma-separated list of numbers") from None
+
+
+def _ints(text: str | None, name: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a comma-separated list of integers") from None
+
+
+def _placement(text: str) -> str | dict[str, int]:
+    if text in ("greedy", "round-robin"):
+        return text
+    data = read_json(Path(text)) if Path(text).is_file() else None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"--placement: {text!r} is not greedy, round-robin or a JSON file {{layer: server}}"
+        )
+    return data
+
+
+def build_config(args: argparse.Namespace, workers: int) -> SimulationConfig:
+    """The SimulationConfig the arguments describe, for ``workers`` workers."""
+    return SimulationConfig(
+        workers=workers,
+        bandwidth_bps=parse_bandwidth(args.bandwidth, name="--bandwidth"),
+        arch=args.arch,
+        mode=args.mode,
+        sharing=args.sharing,
+        steps=args.steps,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        replications=args.replications,
+        batches=args.batches,
+        flow_cap_bps=None
+        if args.flow_cap is None
+        else parse_bandwidth(args.flow_cap, name="--flow-cap"),
+        cap_mode=args.cap_mode,
+        scheduler=args.scheduler,
+        window_bytes=parse_size(args.window, name="--window"),
+        parse_alpha_s_per_byte=args.parse_alpha,
+        parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
+        latency_s=parse_duration(args.latency, name="--latency", positive=False),
+        servers=args.servers,
+        placement=_placement(args.placement),
+        worker_bandwidth_bps=None
+        if args.worker_bandwidth is None
+        else parse_bandwidth(args.worker_bandwidth, name="--worker-bandwidth"),
+        speed_factors=_floats(args.speed, "--speed"),
+        worker_types=_ints(args.worker_types, "--worker-types"),
+        jitter=args.jitter,
+        jitter_cv=args.jitter_cv,
+        timeline=args.timeline is not None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = parse_workers(args.workers)
+    if args.timeline is not None and len(counts) > 1:
+        raise ConfigError("--timeline: needs a single worker count, not a sweep")
+    if args.timeline is not None and Path(args.timeline).exists() and not args.force:
+        raise ConfigError(f"{args.timeline}: already exists; pass --force to overwrite it")
+    configs = [build_config(args, w) for w in counts]  # every config checked before running
+    traces = [load_trace(t) for t in args.trace]
+    for config in configs:
+        validate_for_traces(config, traces)
+    total = sum(_work(c) for c in configs)
+    # Progress only for runs long enough to wait for (a few seconds and more).
+    work = total * max(len(t.ops) for t in traces)
+    progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
+    results = []
+    done = 0
+    for config in configs:
+        results.append(simulate(traces, config, progress=_offset(progress, done, total)))
+        done += _work(config)
+    if args.timeline is not None:
+        _write_timeline(args, results[0], traces[0])
+    if args.json:
+        doc = (
+            result_to_dict(results[0])
+            if len(results) == 1
+            else {"sweep": [result_to_dict(r) for r in results]}
+        )
+        print(json.dumps(doc, allow_nan=False))
+    elif len(results) == 1:
+        print(format_result(results[0], traces[0]))
+    else:
+        print(format_sweep(results, traces[0]))
+    return 0
+
+
+def _work(config: SimulationConfig) -> int:
+    """Worker-steps a config simulates (progress units)."""
+    runs = config.replications * (2 if config.policy_name == HYBRID else 1)
+    return config.workers * config.steps * runs
+
+
+def _offset(progress: Progress, offset: int, total: int) -> Callable[[int, int], None]:
+    def report(done: int, _total: int) -> None:
+        progress(offset + done, total)
+
+    return report
+
+
+def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: Trace) -> None:
+    timeline = result.timeline
+    assert timeline is not None
+    if args.timeline_format == "records":
+        doc = timeline_to_dict(timeline)
+    else:
+        doc = chrome_trace(
+            _spans(timeline), {"model": trace.metadata.model_name, "workers": result.config.workers}
+        )
+    path = write_json_atomic(args.timeline, doc, overwrite=args.force)
+    print(f"wrote {len(timeline)} timeline records to {path}", file=sys.stderr)
+
+
+def _spans(timeline: Timeline) -> list[TimelineSpan]:
+    return [
+        TimelineSpan(
+            f"worker {r.worker}",
+            r.resource,
+            r.op,
+            r.kind,
+            r.start_s,
+            r.end_s - r.start_s,
+            {"step": r.step, "bytes": r.nbytes},
+        )
+        for r in timeline
+    ]
+
+
+def _ci(result: SimulationResult, scale: float = 1.0) -> str:
+    est = result.examples_per_s if scale == 1.0 else result.steps_per_s
+    if est.ci_low is None or est.ci_high is None:
+        return "n/a"
+    return f"{est.ci_low:.4g} .. {est.ci_high:.4g}"
+
+
+def format_result(result: SimulationResult, trace: Trace) -> str:
+    """The text of a single simulation."""
+    c = result.config
+    est = result.examples_per_s
+    method = (
+        f"{est.samples} replications"
+        if est.method == "replications"
+        else f"batch means, {est.samples} batches"
+    )
+    lines = [
+        f"model      {trace.metadata.model_name}, batch {trace.metadata.batch_size}",
+        f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
+        f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
+        f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
+        f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
+        f"           {result.steps_per_s.value:.4g} steps/s",
+        f"step time  mean {result.mean_step_s * 1e3:.3f} ms over workers",
+    ]
+    for link in result.links:
+        lines.append(
+            f"link       {link.name:<12} utilization {100 * link.utilization:5.1f}%, "
+            f"mean active flows {link.mean_active_flows:.2f}"
+        )
+    lines.append(
+        f"simulated  {result.simulated_ops:,} ops in {result.wall_time_s:.2f} s "
+        f"({result.ops_per_wall_s:,.0f} ops/s)"
+    )
+    return "\n".join(lines)
+
+
+def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
+    """The table of a sweep over worker counts."""
+    c = results[0].config
+    head = (
+        f"{trace.metadata.model_name}, {c.arch}/{c.mode}, sharing {c.policy_name}, "
+        f"{format_bandwidth(c.bandwidth_bps)}, {c.steps} steps ({c.warmup_steps} warm-up)"
+    )
+    lines = [
+        head,
+        f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
+        f"{'step ms':>9} {'down util':>9} {'up util':>8}",
+    ]
+    for r in results:
+        util = {link.name: link.utilization for link in r.links}
+        lines.append(
+            f"{r.config.workers:>4} {r.examples_per_s.value:>11.4g} {_ci(r):>21} "
+            f"{r.steps_per_s.value:>9.4g} {r.mean_step_s * 1e3:>9.3f} "
+            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}"
+        )
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"

@@ -1,0 +1,251 @@
+"""The simulation configuration: a frozen, validated dataclass in SI units.
+
+Every check that does not need the trace runs when the config is built; the checks that do (a
+placement naming a layer, worker types) run in :func:`validate_for_traces` before a simulation
+starts. Errors are :class:`~simcore.errors.ConfigError` and start with the parameter's name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from simcore.errors import ConfigError
+from simcore.sim.sharing import sharing_policy_names
+from simcore.sim.streams import stream_scheduler_names
+from simcore.trace.model import Trace
+
+ARCHS = ("ps", "allreduce")
+MODES = ("async", "sync")
+CAP_MODES = ("clip", "maxmin")
+JITTERS = ("none", "resample")
+PLACEMENTS = ("greedy", "round-robin")
+HYBRID = "hybrid"
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """What to simulate. Bandwidths in bit/s, sizes in bytes, times in seconds.
+
+    Attributes
+    ----------
+    workers : number of workers W (>= 1).
+    bandwidth_bps : bandwidth B of each parameter server's link, per direction; for ``allreduce``
+        the bandwidth of each worker in the ring.
+    arch : ``"ps"`` (parameter server) or ``"allreduce"`` (decentralized ring AllReduce, sync only).
+    mode : ``"async"`` (a worker starts its next step when its own step ends) or ``"sync"`` (a
+        barrier: the next step starts when all workers finished).
+    sharing : a registered sharing policy (``fcfs``, ``ps``, ``allreduce``, ...) or ``"hybrid"``
+        (the mean of the ``fcfs`` and ``ps`` throughputs, TPDS'22 3.2.1). None: ``ps`` for the
+        parameter server, ``allreduce`` for the ring.
+    steps : steps N simulated per worker, warm-up included.
+    warmup_steps : first k steps of each worker left out of the estimates (ICPE'20 4.1: 50).
+    seed : root seed; replications, workers and schedulers get independent streams from it.
+    replications : independent runs; with >= 2 the 95% CI comes from them, with 1 from batch means.
+    batches : batch count for batch means (used when ``replications == 1``).
+    flow_cap_bps : per-flow rate cap (TPDS'22 4.4), one value or one per worker; None = none.
+    cap_mode : ``"clip"`` (min(share, cap), the rest unused: the paper) or ``"maxmin"``.
+    scheduler : stream scheduler of the network connections (``fifo``, ``http2``, ``trace``,
+        ``critical-path``, ``reverse``, ``random``).
+    window_bytes : HTTP/2 flow-control window WIN in bytes.
+    parse_alpha_s_per_byte, parse_beta_s : receiver-side parsing op ``alpha * bytes + beta``
+        after each transfer (ICPE'20 3.2.1); 0 and 0 = none.
+    latency_s : network latency added to each transfer (not occupying the link).
+    servers : number of parameter servers M.
+    placement : how layers map to servers: ``"greedy"`` (smallest load in bytes first, as
+        TensorFlow), ``"round-robin"``, or a mapping layer name -> server index.
+    worker_bandwidth_bps : each worker's NIC; None = ``bandwidth_bps``. Caps a worker's total rate
+        over all its connections in one direction.
+    speed_factors : per worker, its compute speed relative to the profiled one (2.0 = forward and
+        backward take half the time); None = all 1.
+    worker_types : per worker, the index of its trace when several traces are given.
+    jitter : ``"none"`` or ``"resample"`` (each op's duration drawn from that op's profiled
+        values independently, instead of whole profiled steps).
+    jitter_cv : extra multiplicative noise on computation durations, coefficient of variation.
+    timeline : record every op (memory then grows with the number of steps).
+    """
+
+    workers: int = 1
+    bandwidth_bps: float = 10e9
+    arch: str = "ps"
+    mode: str = "async"
+    sharing: str | None = None
+    steps: int = 1000
+    warmup_steps: int = 50
+    seed: int = 1
+    replications: int = 1
+    batches: int = 10
+    flow_cap_bps: float | tuple[float, ...] | None = None
+    cap_mode: str = "clip"
+    scheduler: str = "fifo"
+    window_bytes: int = 65536
+    parse_alpha_s_per_byte: float = 0.0
+    parse_beta_s: float = 0.0
+    latency_s: float = 0.0
+    servers: int = 1
+    placement: str | Mapping[str, int] = "greedy"
+    worker_bandwidth_bps: float | None = None
+    speed_factors: tuple[float, ...] | None = None
+    worker_types: tuple[int, ...] | None = None
+    jitter: str = "none"
+    jitter_cv: float = 0.0
+    timeline: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.placement, Mapping):
+            object.__setattr__(self, "placement", MappingProxyType(dict(self.placement)))
+        for name in ("flow_cap_bps", "speed_factors", "worker_types"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        _validate(self)
+
+    @property
+    def policy_name(self) -> str:
+        """The sharing policy actually used (``sharing`` or the architecture's default)."""
+        if self.sharing is not None:
+            return self.sharing
+        return "allreduce" if self.arch == "allreduce" else "ps"
+
+    @property
+    def nic_bps(self) -> float:
+        """Each worker's NIC bandwidth in bit/s."""
+        return (
+            self.bandwidth_bps if self.worker_bandwidth_bps is None else self.worker_bandwidth_bps
+        )
+
+
+def _int_at_least(config: SimulationConfig, name: str, low: int) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name}: must be an integer >= {low}, got {value!r}")
+
+
+def _positive(name: str, value: Any, *, zero_ok: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero_ok):
+        rule = ">= 0" if zero_ok else "> 0"
+        raise ConfigError(f"{name}: must be a finite number {rule}, got {value!r}")
+
+
+def _one_of(name: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _per_worker(config: SimulationConfig, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, tuple) and len(value) != config.workers:
+        raise ConfigError(
+            f"{name}: needs one value per worker ({config.workers}), got {len(value)}"
+        )
+
+
+def _validate(config: SimulationConfig) -> None:
+    for name, low in (
+        ("workers", 1),
+        ("steps", 1),
+        ("warmup_steps", 0),
+        ("replications", 1),
+        ("batches", 2),
+        ("servers", 1),
+        ("window_bytes", 1),
+        ("seed", 0),
+    ):
+        _int_at_least(config, name, low)
+    if config.steps <= config.warmup_steps:
+        raise ConfigError(
+            f"steps: must be greater than warmup_steps ({config.warmup_steps}), got {config.steps}"
+        )
+    _positive("bandwidth_bps", config.bandwidth_bps)
+    if config.worker_bandwidth_bps is not None:
+        _positive("worker_bandwidth_bps", config.worker_bandwidth_bps)
+    _one_of("arch", config.arch, ARCHS)
+    _one_of("mode", config.mode, MODES)
+    _one_of("cap_mode", config.cap_mode, CAP_MODES)
+    _one_of("jitter", config.jitter, JITTERS)
+    if config.policy_name not in [*sharing_policy_names(), HYBRID]:
+        raise ConfigError(
+            f"sharing: unknown policy {config.policy_name!r}; registered: "
+            f"{', '.join(sharing_policy_names())} (or {HYBRID})"
+        )
+    if config.scheduler not in stream_scheduler_names():
+        raise ConfigError(
+            f"scheduler: unknown stream scheduler {config.scheduler!r}; registered: "
+            f"{', '.join(stream_scheduler_names())}"
+        )
+    for name in ("parse_alpha_s_per_byte", "parse_beta_s", "latency_s", "jitter_cv"):
+        _positive(name, getattr(config, name), zero_ok=True)
+    _validate_per_worker(config)
+    if config.arch == "allreduce":
+        if config.mode != "sync":
+            raise ConfigError("mode: ring AllReduce is synchronous; use mode='sync' with it")
+        if config.servers != 1:
+            raise ConfigError("servers: ring AllReduce has no parameter servers; use servers=1")
+    if isinstance(config.placement, str):
+        _one_of("placement", config.placement, PLACEMENTS)
+
+
+def _validate_per_worker(config: SimulationConfig) -> None:
+    cap = config.flow_cap_bps
+    if cap is not None:
+        for value in cap if isinstance(cap, tuple) else (cap,):
+            _positive("flow_cap_bps", value)
+        _per_worker(config, "flow_cap_bps")
+    if config.speed_factors is not None:
+        _per_worker(config, "speed_factors")
+        for value in config.speed_factors:
+            _positive("speed_factors", value)
+    if config.worker_types is not None:
+        _per_worker(config, "worker_types")
+        for value in config.worker_types:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"worker_types: entries must be integers >= 0, got {value!r}")
+
+
+def validate_for_traces(config: SimulationConfig, traces: Sequence[Trace]) -> None:
+    """Checks that need the traces; raises ConfigError naming the parameter."""
+    if not traces:
+        raise ConfigError("trace: at least one trace is needed")
+    types = config.worker_types
+    if types is None and len(traces) not in (1, config.workers):
+        raise ConfigError(
+            f"worker_types: {len(traces)} traces for {config.workers} workers; give one trace, "
+            f"one per worker, or worker_types mapping each worker to a trace"
+        )
+    if types is not None and max(types) >= len(traces):
+        raise ConfigError(
+            f"worker_types: trace index {max(types)} but only {len(traces)} traces were given"
+        )
+    if isinstance(config.placement, Mapping):
+        for trace in traces:
+            _validate_mapping(config.placement, config.servers, trace)
+
+
+def _validate_mapping(mapping: Mapping[str, int], servers: int, trace: Trace) -> None:
+    layers = trace.layer_by_name
+    for name, server in mapping.items():
+        if name not in layers:
+            raise ConfigError(
+                f"placement: layer {name!r} is not in trace {trace.source} "
+                f"(model {trace.metadata.model_name})"
+            )
+        if isinstance(server, bool) or not isinstance(server, int) or not 0 <= server < servers:
+            raise ConfigError(
+                f"placement: layer {name!r} -> server {server!r}, must be 0..{servers - 1}"
+            )
+    for layer in trace.layers:
+        if layer.param_nbytes > 0 and layer.name not in mapping:
+            raise ConfigError(
+                f"placement: layer {layer.name!r} has parameters but no server in the mapping"
+            )
+
+
+def trace_of_worker(config: SimulationConfig, n_traces: int) -> list[int]:
+    """Index of each worker's trace."""
+    if config.worker_types is not None:
+        return list(config.worker_types)
+    return [0 if n_traces == 1 else w for w in range(config.workers)]

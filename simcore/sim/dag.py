@@ -1,0 +1,239 @@
+"""Compile a trace into flat arrays for the engine, applying the architecture's transforms.
+
+The engine never touches ``Op`` objects: it works on op indices, dependency counts, dependents
+lists and slot ids precomputed here once per run, so that the inner loop does no lookups by name
+and creates no objects per op.
+
+Transforms (in this order), all expressed as changes of the step DAG:
+
+- **ring AllReduce** (TPDS'22 3.2.2): downlink ops are dropped (their dependents inherit their
+  dependencies) and each uplink op carries ``2(K-1)/K`` times its bytes, sent at the worker's full
+  bandwidth by the ``allreduce`` policy;
+- **latency**: a pure delay op ``latency:<id>`` after each transfer, on no resource;
+- **parsing overhead** (ICPE'20 3.2.1): a receiver-side op ``parse:<id>`` of
+  ``alpha * bytes + beta`` seconds after each transfer, on the worker's compute for pulls (and
+  AllReduce) and on the server's compute for pushes; the transfer's dependents wait for it;
+- **placement** of layers on parameter servers: each server has its own downlink, uplink and
+  compute, so a worker has one connection per server and direction.
+
+Inserted ops follow their transfer in trace order, so trace-order tie-breaks stay meaningful.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simcore.sim.config import SimulationConfig
+from simcore.trace.model import OpKind, Resource, Trace
+
+DELAY = "latency"  # the pseudo-resource of latency ops: unlimited, nothing queues there
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One resource of a worker: ``resource`` (downlink/worker/uplink/ps/latency) at ``server``."""
+
+    resource: str
+    server: int
+
+    @property
+    def is_network(self) -> bool:
+        return self.resource in (Resource.DOWNLINK.value, Resource.UPLINK.value)
+
+    @property
+    def label(self) -> str:
+        return self.resource if self.server == 0 else f"{self.resource}[{self.server}]"
+
+
+@dataclass(frozen=True)
+class CompiledDag:
+    """A step DAG as arrays indexed by op (trace order); see the module docstring."""
+
+    op_ids: tuple[str, ...]
+    kinds: tuple[str, ...]
+    slot_of: tuple[int, ...]
+    slots: tuple[SlotSpec, ...]
+    dependents: tuple[tuple[int, ...], ...]
+    ndeps: tuple[int, ...]
+    roots: tuple[int, ...]
+    bits: tuple[float, ...]  # bits sent by network ops, 0.0 for others
+    durations: np.ndarray  # (profiled steps, ops) seconds; 0 for network ops
+    scalable: np.ndarray  # bool per op: a worker-compute op that speed factors scale
+    batch_size: int
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.op_ids)
+
+    def critical_path_s(self, bandwidth_bps: float) -> list[float]:
+        """Per op, the longest path (s) from its start to the end of the step."""
+        cost = self.durations.mean(axis=0) + np.asarray(self.bits) / bandwidth_bps
+        order = _topological(self.dependents, self.ndeps)
+        tail = [0.0] * self.n_ops
+        for op in reversed(order):
+            after = max((tail[d] for d in self.dependents[op]), default=0.0)
+            tail[op] = float(cost[op]) + after
+        return tail
+
+
+def _topological(dependents: Sequence[Sequence[int]], ndeps: Sequence[int]) -> list[int]:
+    waiting = list(ndeps)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    order: list[int] = []
+    while ready:
+        op = ready.pop()
+        order.append(op)
+        for d in dependents[op]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+    return order
+
+
+def assign_servers(
+    trace: Trace, servers: int, placement: str | Mapping[str, int]
+) -> dict[str, int]:
+    """Server index of each layer (layers without parameters go to server 0).
+
+    ``greedy`` walks the layers in trace order and puts each on the server holding the fewest
+    parameter bytes so far (ties: lowest index), as TensorFlow does (ICPE'20 section 5).
+    """
+    result = {layer.name: 0 for layer in trace.layers}
+    if isinstance(placement, Mapping):
+        result.update(placement)
+        return result
+    load = [0] * servers
+    with_params = [layer for layer in trace.layers if layer.param_nbytes > 0]
+    for i, layer in enumerate(with_params):
+        if placement == "round-robin":
+            server = i % servers
+        else:
+            server = min(range(servers), key=lambda s: (load[s], s))
+        result[layer.name] = server
+        load[server] += layer.param_nbytes
+    return result
+
+
+@dataclass
+class _Node:
+    op_id: str
+    kind: str
+    resource: str
+    server: int
+    bits: float
+    source: int  # column in the trace's durations, or -1
+    constant_s: float
+    deps: list[str]
+
+
+def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
+    """Compile ``trace`` for ``config`` (see the module docstring)."""
+    nodes, alias = _transform(trace, config)
+    index = {node.op_id: i for i, node in enumerate(nodes)}
+    slot_index: dict[SlotSpec, int] = {}
+    slot_of = []
+    for node in nodes:
+        spec = SlotSpec(node.resource, node.server)
+        slot_of.append(slot_index.setdefault(spec, len(slot_index)))
+    dependents: list[list[int]] = [[] for _ in nodes]
+    ndeps = []
+    for i, node in enumerate(nodes):
+        # Trace ops wait for the last op inserted after each transfer they depend on; inserted ops
+        # (source < 0) name their predecessor directly.
+        names = node.deps if node.source < 0 else [alias.get(d, d) for d in node.deps]
+        deps = sorted({index[d] for d in names})
+        ndeps.append(len(deps))
+        for d in deps:
+            dependents[d].append(i)
+    raw = np.array(
+        [[np.nan if d is None else d for d in step.duration_s] for step in trace.steps], float
+    ).reshape(len(trace.steps), len(trace.ops))
+    durations = np.zeros((len(trace.steps), len(nodes)))
+    for i, node in enumerate(nodes):
+        if node.source >= 0 and node.resource not in (Resource.DOWNLINK, Resource.UPLINK):
+            durations[:, i] = raw[:, node.source]
+        else:
+            durations[:, i] = node.constant_s
+    return CompiledDag(
+        op_ids=tuple(n.op_id for n in nodes),
+        kinds=tuple(n.kind for n in nodes),
+        slot_of=tuple(slot_of),
+        slots=tuple(slot_index),
+        dependents=tuple(tuple(sorted(d)) for d in dependents),
+        ndeps=tuple(ndeps),
+        roots=tuple(i for i, n in enumerate(ndeps) if n == 0),
+        bits=tuple(n.bits for n in nodes),
+        durations=durations,
+        scalable=np.array(
+            [n.resource == Resource.WORKER.value and n.source >= 0 for n in nodes], dtype=bool
+        ),
+        batch_size=trace.metadata.batch_size,
+    )
+
+
+def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dict[str, str]]:
+    """The transformed op list in trace order, and op id -> id of the op its dependents wait for."""
+    ring = config.arch == "allreduce"
+    k = config.workers
+    servers = assign_servers(trace, config.servers, config.placement)
+    dropped = {op.id: op.deps for op in trace.ops if ring and op.resource is Resource.DOWNLINK}
+
+    def resolve(deps: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for d in deps:
+            out.extend(resolve(dropped[d]) if d in dropped else [d])
+        return out
+
+    nodes: list[_Node] = []
+    alias: dict[str, str] = {}
+    parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
+    for col, op in enumerate(trace.ops):
+        if op.id in dropped:
+            continue
+        server = servers.get(op.layer, 0) if op.layer is not None else 0
+        server = 0 if op.resource is Resource.WORKER else server
+        bits = 8.0 * op.nbytes if op.nbytes is not None and op.is_communication else 0.0
+        if ring and op.resource is Resource.UPLINK:
+            bits *= 2.0 * (k - 1) / k
+        nodes.append(
+            _Node(op.id, op.kind.value, op.resource.value, server, bits, col, 0.0, resolve(op.deps))
+        )
+        if not op.is_communication:
+            continue
+        last = op.id
+        if config.latency_s > 0:
+            nodes.append(
+                _Node(
+                    f"latency:{op.id}",
+                    OpKind.OTHER.value,
+                    DELAY,
+                    0,
+                    0.0,
+                    -1,
+                    config.latency_s,
+                    [last],
+                )
+            )
+            last = nodes[-1].op_id
+        if parse:
+            to_worker = op.resource is Resource.DOWNLINK or ring
+            where = Resource.WORKER if to_worker else Resource.PS
+            cost = config.parse_alpha_s_per_byte * (op.nbytes or 0) + config.parse_beta_s
+            nodes.append(
+                _Node(
+                    f"parse:{op.id}",
+                    OpKind.OTHER.value,
+                    where.value,
+                    0 if to_worker else server,
+                    0.0,
+                    -1,
+                    cost,
+                    [last],
+                )
+            )
+            last = nodes[-1].op_id
+        alias[op.id] = last
+    return nodes, alias

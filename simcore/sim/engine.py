@@ -1,0 +1,335 @@
+"""The discrete-event engine: one replication of W workers running N steps on SimPy.
+
+All state lives in one :class:`simpy.Environment` per run. Workers are SimPy processes that run
+their steps (Async-SGD); in Sync-SGD one server-side process starts every step of every worker
+and waits on a barrier event. Inside a step, ops are driven by timeout callbacks
+(:mod:`simcore.sim.slots`) and links (:mod:`simcore.sim.links`).
+
+Step semantics (TPDS'22 Alg. 1, ICPE'20 Alg. 3.1):
+
+- a step is one profiled step sampled with replacement (seeded), optionally with per-op jitter;
+- a step starts by making every op without dependencies ready (the pulls) and ends when all its
+  ops have completed; at t=0 and at every barrier the workers start in index order 0..W-1;
+- ``e_w[n]``, the end of worker w's step n, is the completion of its last op (async) or the
+  barrier time (sync);
+- the run records, without growing with N, what the throughput estimator needs: each worker's
+  step ends at the warm-up end and at batch boundaries, and running step-time moments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from simcore.errors import SgdsimError
+from simcore.sim.config import SimulationConfig
+from simcore.sim.dag import CompiledDag
+from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
+from simcore.sim.rate_link import RateLink
+from simcore.sim.sharing import EqualSharePolicy, FirstComeFirstServed, SharingPolicy
+from simcore.sim.slots import ComputeSlot, DelaySlot, NetSlot, Recorder, WorkerState
+from simcore.sim.streams import StreamContext, make_stream_scheduler, random_rank
+from simcore.trace.model import Resource
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class SimulationError(SgdsimError, RuntimeError):
+    """The simulation could not finish (e.g. a sharing policy gave every flow a zero rate)."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The raw outcome of one replication (flat, typed); summarized by :mod:`.results`."""
+
+    boundaries: tuple[int, ...]  # step indices k-1, ..., N-1 whose ends were recorded
+    ends: np.ndarray  # (workers, len(boundaries)) end times s; column 0 is e_w[k-1] (0 if k=0)
+    step_moments: np.ndarray  # (workers, 4): count, mean, M2 (Welford), max of step times s
+    step_min: np.ndarray  # (workers,) shortest post-warm-up step s
+    window_s: tuple[float, float]  # link statistics window: all warmed up .. first worker done
+    links: tuple[tuple[LinkCounters, LinkCounters], ...]  # counters at window start and end
+    dedicated: bool  # links of a dedicated policy: one per worker
+    ops_done: int
+    end_s: float
+    recorder: Recorder | None
+    step_records: tuple[
+        tuple[int, int, float, float, int], ...
+    ]  # worker, step, start, end, profile
+
+
+def batch_boundaries(steps: int, warmup: int, batches: int) -> tuple[int, ...]:
+    """Step indices ``k-1 = B_0 < B_1 < ... < B_b = N-1`` cutting the measured steps in batches."""
+    measured = steps - warmup
+    b = min(batches, measured)
+    return tuple(sorted({warmup - 1 + round(j * measured / b) for j in range(b + 1)}))
+
+
+class Engine:
+    """One replication: build workers and links for ``config`` and run them."""
+
+    def __init__(
+        self,
+        config: SimulationConfig,
+        dags: Sequence[CompiledDag],
+        worker_dag: Sequence[int],
+        policy: SharingPolicy,
+        seed: np.random.SeedSequence,
+        progress: ProgressCallback | None = None,
+        progress_offset: int = 0,
+        progress_total: int = 0,
+    ) -> None:
+        self.config = config
+        self.env = simpy.Environment()
+        self.policy = policy
+        self.dags = dags
+        self.worker_dag = worker_dag
+        streams = seed.spawn(config.workers + 1)
+        self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
+        self.sched_rng = np.random.default_rng(streams[-1])
+        self.recorder = Recorder() if config.timeline else None
+        self.links = self._make_links()
+        self._rows = [self._worker_rows(w) for w in range(config.workers)]
+        self.workers = [self._make_worker(w) for w in range(config.workers)]
+        self.boundaries = batch_boundaries(config.steps, config.warmup_steps, config.batches)
+        self._boundary_col = {b: j for j, b in enumerate(self.boundaries)}
+        n_w = config.workers
+        self.ends = np.zeros((n_w, len(self.boundaries)))
+        self.moments = np.zeros((n_w, 4))
+        self.step_min = np.full(n_w, math.inf)
+        self.last_end = [0.0] * n_w
+        self.profile_step = [0] * n_w
+        self.step_records: list[tuple[int, int, float, float, int]] = []
+        self._warmed = 0
+        self._window_start: tuple[float, list[LinkCounters]] | None = None
+        self._window_end: tuple[float, list[LinkCounters]] | None = None
+        self._barrier: simpy.Event | None = None
+        self._pending = 0
+        self.progress = progress
+        self._progress_offset = progress_offset
+        self._progress_total = progress_total
+        self._steps_done = 0
+        self._progress_every = max(1, (config.workers * config.steps) // 100)
+
+    # ----------------------------------------------------------------- construction
+    def _caps(self) -> list[float]:
+        cfg = self.config
+        cap = cfg.flow_cap_bps
+        caps = list(cap) if isinstance(cap, tuple) else [cap or math.inf] * cfg.workers
+        if cfg.servers == 1 and cfg.nic_bps < cfg.bandwidth_bps:
+            caps = [min(c, cfg.nic_bps) for c in caps]  # one server: the NIC is a per-flow cap
+        return caps
+
+    def _make_links(self) -> dict[str, Link]:
+        links: dict[str, Link] = {}
+        for direction in (Resource.DOWNLINK.value, Resource.UPLINK.value):
+            if any(s.resource == direction for dag in self.dags for s in dag.slots):
+                links[direction] = self._make_link(direction)
+        return links
+
+    def _make_link(self, name: str) -> Link:
+        cfg, policy, env = self.config, self.policy, self.env
+        caps = self._caps()
+        bandwidth = cfg.bandwidth_bps
+        uniform = all(c == caps[0] for c in caps)
+        if cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
+            cap = caps[0]
+            share = policy.share_bps
+
+            def share_of_n(n: int) -> float:
+                rate = share(n, bandwidth)
+                return rate if rate < cap else cap
+
+            return VirtualTimeLink(env, name, bandwidth, share_of_n)
+        no_spare = cfg.cap_mode == "clip" or all(c >= bandwidth for c in caps)
+        if cfg.servers == 1 and isinstance(policy, FirstComeFirstServed) and no_spare:
+            return OrderedLink(env, name, bandwidth, caps)
+        nic = [cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None
+        return RateLink(
+            env, name, [bandwidth] * cfg.servers, policy, caps, cfg.cap_mode == "maxmin", nic
+        )
+
+    def _worker_rows(self, w: int) -> list[list[float]]:
+        """The profiled steps' durations for worker w, with its speed factor applied."""
+        dag = self.dags[self.worker_dag[w]]
+        speed = 1.0 if self.config.speed_factors is None else self.config.speed_factors[w]
+        table = dag.durations
+        if speed != 1.0:
+            table = np.where(dag.scalable, table / speed, table)
+        rows: list[list[float]] = table.tolist()
+        return rows
+
+    def _make_worker(self, w: int) -> WorkerState:
+        d = self.worker_dag[w]
+        dag = self.dags[d]
+        env = self.env
+        state = WorkerState(env, w, dag.dependents, dag.ndeps, dag.roots, dag.bits)
+        state.recorder = self.recorder  # before the slots, which pick their callbacks from it
+        state.op_offset = sum(self.dags[i].n_ops for i in range(d))
+        slot_offset = sum(len(self.dags[i].slots) for i in range(d))
+        context = StreamContext(
+            n_ops=dag.n_ops,
+            critical_path_s=dag.critical_path_s(self.config.bandwidth_bps)
+            if self.config.scheduler == "critical-path"
+            else [],
+            window_bits=8.0 * self.config.window_bytes,
+            rank=random_rank(dag.n_ops, self.sched_rng)
+            if self.config.scheduler == "random"
+            else [],
+        )
+        slots: list[Any] = []
+        for i, spec in enumerate(dag.slots):
+            sid = slot_offset + i
+            if spec.is_network:
+                queue = make_stream_scheduler(self.config.scheduler, context)
+                slots.append(
+                    NetSlot(env, state, sid, self.links[spec.resource], spec.server, queue)
+                )
+            elif spec.resource == "latency":
+                slots.append(DelaySlot(env, state, sid))
+            else:
+                slots.append(ComputeSlot(env, state, sid))
+        state.offers = [slots[s].offer for s in dag.slot_of]
+        state.on_step_end = self._on_step_end
+        return state
+
+    # ----------------------------------------------------------------- running
+    def _durations(self, w: int) -> list[float]:
+        rows = self._rows[w]
+        rng = self.rngs[w]
+        cfg = self.config
+        s = int(rng.integers(len(rows))) if len(rows) > 1 else 0
+        self.profile_step[w] = s
+        if cfg.jitter == "none" and cfg.jitter_cv == 0.0:
+            return rows[s]
+        row = np.asarray(rows[s])
+        if cfg.jitter == "resample" and len(rows) > 1:
+            table = np.asarray(rows)
+            picks = rng.integers(len(rows), size=table.shape[1])
+            row = table[picks, np.arange(table.shape[1])]
+        if cfg.jitter_cv > 0.0:
+            row = row * np.maximum(0.0, 1.0 + cfg.jitter_cv * rng.standard_normal(row.shape))
+        out: list[float] = row.tolist()
+        return out
+
+    def _begin(self, w: int, step: int) -> None:
+        self.workers[w].begin(step, self._durations(w))
+
+    def _on_step_end(self, state: WorkerState) -> None:
+        if self.config.mode == "async":
+            self._step_done(state.index, state.step, self.env.now)
+            if state.step + 1 < self.config.steps:
+                self._begin(state.index, state.step + 1)
+            return
+        self._pending -= 1
+        if not self._pending:
+            assert self._barrier is not None
+            self._barrier.succeed()
+
+    def _async_worker(self, w: int) -> Generator[simpy.Event, Any, None]:
+        """Async-SGD: each worker starts its next step as soon as its own step ends."""
+        self._begin(w, 0)
+        yield self._all_done[w]
+
+    def _sync_driver(self) -> Generator[simpy.Event, Any, None]:
+        """Sync-SGD, the server side: start all workers, wait for the barrier, repeat."""
+        for step in range(self.config.steps):
+            self._barrier = simpy.Event(self.env)
+            self._pending = self.config.workers
+            for w in range(self.config.workers):
+                self._begin(w, step)
+            yield self._barrier
+            for w in range(self.config.workers):
+                self._step_done(w, step, self.env.now)
+
+    def _step_done(self, w: int, step: int, now: float) -> None:
+        cfg = self.config
+        start = self.last_end[w]
+        self.last_end[w] = now
+        if self.recorder is not None:
+            self.step_records.append((w, step, start, now, self.profile_step[w]))
+        col = self._boundary_col.get(step)
+        if col is not None:
+            self.ends[w, col] = now
+        if step >= cfg.warmup_steps:
+            self._moments(w, now - start)
+        if step == cfg.warmup_steps - 1:
+            self._warmed += 1
+            if self._warmed == cfg.workers:
+                self._window_start = (now, self._counters(now))
+        if step == cfg.steps - 1:
+            if self._window_end is None:
+                self._window_end = (now, self._counters(now))
+            if cfg.mode == "async":
+                self._all_done[w].succeed()
+        self._steps_done += 1
+        if self.progress is not None and (
+            self._steps_done % self._progress_every == 0
+            or self._steps_done == cfg.workers * cfg.steps
+        ):
+            self.progress(self._progress_offset + self._steps_done, self._progress_total)
+
+    def _moments(self, w: int, x: float) -> None:
+        m = self.moments[w]
+        m[0] += 1
+        delta = x - m[1]
+        m[1] += delta / m[0]
+        m[2] += delta * (x - m[1])
+        m[3] = max(m[3], x)
+        self.step_min[w] = min(self.step_min[w], x)
+
+    def _counters(self, now: float) -> list[LinkCounters]:
+        return [c for link in self.links.values() for c in link.counters(now)]
+
+    def run(self) -> RunRecord:
+        """Run the replication to the end and return its record."""
+        cfg = self.config
+        self._all_done = [simpy.Event(self.env) for _ in range(cfg.workers)]
+        if cfg.warmup_steps == 0:
+            self._window_start = (0.0, self._counters(0.0))
+        if cfg.mode == "async":
+            for w in range(cfg.workers):  # started in index order at t=0
+                self.env.process(self._async_worker(w))
+        else:
+            self.env.process(self._sync_driver())
+        self.env.run()
+        if (
+            self._window_end is None
+            or any(s.step < cfg.steps - 1 for s in self.workers)
+            or any(s.left for s in self.workers)
+        ):
+            raise SimulationError(
+                "simulation stalled before every worker finished its steps: a sharing policy "
+                f"({self.policy.name}) left flows without bandwidth"
+            )
+        return self._record()
+
+    def _record(self) -> RunRecord:
+        end = self.env.now
+        assert self._window_end is not None
+        start = self._window_start
+        if (
+            start is None or start[0] >= self._window_end[0]
+        ):  # no common steady state: use the whole run
+            start = (0.0, [self._zero(c) for c in self._window_end[1]])
+        return RunRecord(
+            boundaries=self.boundaries,
+            ends=self.ends,
+            step_moments=self.moments,
+            step_min=self.step_min,
+            window_s=(start[0], self._window_end[0]),
+            links=tuple(zip(start[1], self._window_end[1], strict=True)),
+            dedicated=self.policy.dedicated,
+            ops_done=sum(s.ops_done for s in self.workers),
+            end_s=end,
+            recorder=self.recorder,
+            step_records=tuple(self.step_records),
+        )
+
+    @staticmethod
+    def _zero(c: LinkCounters) -> LinkCounters:
+        return LinkCounters(c.name, c.channel, c.capacity_bps, 0.0, 0.0, 0.0, 0.0, 0.0)

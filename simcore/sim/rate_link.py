@@ -1,0 +1,162 @@
+"""The general link: any sharing policy, several servers coupled by the workers' NICs; O(n).
+
+See :mod:`simcore.sim.links` for the flow protocol. Every change advances every flow by its rate,
+asks the policy for new rates (per server channel, then caps, then NIC limits) and arms the
+earliest finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import simpy
+
+from simcore.sim.links import FlowOwner, Link, LinkCounters
+from simcore.sim.sharing import SharingPolicy, capped_rates, nic_limited_rates
+
+# A flow is done when at most this fraction of its bits remains (floating point leaves slivers).
+DONE_RELATIVE = 1e-9
+
+
+class _Flow:
+    __slots__ = ("bits", "done", "owner", "rate", "remaining")
+
+    def __init__(self, owner: FlowOwner, bits: float) -> None:
+        self.owner = owner
+        self.bits = bits
+        self.remaining = bits
+        self.rate = 0.0
+        self.done = False
+
+
+class RateLink(Link):
+    """Any policy, O(n) per change; one channel per parameter server, coupled by worker NICs.
+
+    Each channel ``c`` has capacity ``capacities_bps[c]`` and divides it with ``policy`` among its
+    flows (in activation order), then per-flow caps apply (``maxmin`` or clip), then each worker's
+    flows on all channels are limited to its NIC (``nic_bps``; None = no NIC limit).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        capacities_bps: Sequence[float],
+        policy: SharingPolicy,
+        caps_bps: Sequence[float],
+        maxmin: bool,
+        nic_bps: Sequence[float] | None,
+    ) -> None:
+        super().__init__(env, name, max(capacities_bps))
+        self._caps_c = list(capacities_bps)
+        self._policy = policy
+        self._caps = caps_bps
+        self._maxmin = maxmin
+        self._nic = nic_bps
+        self._flows: list[_Flow] = []
+        nch = len(capacities_bps)
+        self._n_c = [0] * nch
+        self._rate_c = [0.0] * nch
+        self._area_flows_c = [0.0] * nch
+        self._area_rate_c = [0.0] * nch
+        self._bits_c = [0.0] * nch
+        self._peak_c = [0.0] * nch
+        self._peak_flow_c = [0.0] * nch
+
+    def transmit(self, owner: FlowOwner, bits: float) -> None:
+        if self._in_cb and owner.departing:
+            owner.departing = False
+            for flow in self._flows:  # continues in the place it had
+                if flow.owner is owner and flow.done:
+                    flow.bits = flow.remaining = bits
+                    flow.done = False
+                    return
+        if self._in_cb:
+            self._flows.append(_Flow(owner, bits))
+            return
+        self._advance(self.env.now)
+        self._flows.append(_Flow(owner, bits))
+        self._replan()
+
+    def _advance(self, now: float) -> None:
+        dt = now - self._t
+        if dt > 0.0:
+            for flow in self._flows:
+                flow.remaining -= flow.rate * dt
+            for c, n in enumerate(self._n_c):
+                self._area_flows_c[c] += n * dt
+                self._area_rate_c[c] += self._rate_c[c] * dt
+            self._t = now
+
+    def _replan(self) -> None:
+        flows = self._flows
+        rates = [0.0] * len(flows)
+        for c, capacity in enumerate(self._caps_c):
+            idx = [i for i, f in enumerate(flows) if f.owner.channel == c]
+            if not idx:
+                continue
+            workers = [flows[i].owner.worker for i in idx]
+            caps = [self._caps[w] for w in workers]
+            share = capped_rates(self._policy, workers, capacity, caps, self._maxmin)
+            for i, r in zip(idx, share, strict=True):
+                rates[i] = r
+        if self._nic is not None:
+            rates = nic_limited_rates(rates, [f.owner.worker for f in flows], self._nic)
+        self._n_c = [0] * len(self._caps_c)
+        self._rate_c = [0.0] * len(self._caps_c)
+        best = float("inf")
+        for flow, rate in zip(flows, rates, strict=True):
+            flow.rate = rate
+            c = flow.owner.channel
+            self._n_c[c] += 1
+            self._rate_c[c] += rate
+            self._peak_flow_c[c] = max(self._peak_flow_c[c], rate)
+            if rate > 0.0:
+                best = min(best, flow.remaining / rate)
+        for c, total in enumerate(self._rate_c):
+            self._peak_c[c] = max(self._peak_c[c], total)
+        if best < float("inf"):
+            self._arm(best)
+        else:
+            self._armed = None
+
+    def _on_due(self) -> None:
+        self._advance(self.env.now)
+        done = [
+            f
+            for f in self._flows
+            if f.rate > 0.0 and f.remaining <= DONE_RELATIVE * max(f.bits, 1.0)
+        ]
+        if not done:  # floating point left a sliver: take the flow closest to its end
+            done = [
+                min((f for f in self._flows if f.rate > 0.0), key=lambda f: f.remaining / f.rate)
+            ]
+        for flow in done:
+            flow.done = True
+            flow.owner.departing = True
+            self._bits_c[flow.owner.channel] += flow.bits
+            self.bits_done += flow.bits
+        self._in_cb = True
+        for flow in done:
+            flow.owner.flow_done()
+        self._in_cb = False
+        for flow in done:
+            flow.owner.departing = False
+        self._flows = [f for f in self._flows if not f.done]
+        self._replan()
+
+    def counters(self, now: float) -> list[LinkCounters]:
+        self._advance(now)
+        return [
+            LinkCounters(
+                f"{self.name}[server {c}]" if len(self._caps_c) > 1 else self.name,
+                c,
+                self._caps_c[c],
+                self._area_flows_c[c],
+                self._area_rate_c[c],
+                self._bits_c[c],
+                self._peak_c[c],
+                self._peak_flow_c[c],
+            )
+            for c in range(len(self._caps_c))
+        ]

@@ -1,0 +1,169 @@
+"""Benchmark of the simulator (a script; pytest does not collect it): simulated ops per second.
+
+Runs a ResNet-50 trace (the shipped ``resnet50-b32`` sample when present, otherwise a synthetic
+trace of the same shape) with W = 1, 4, 16, 64 workers for each sharing policy, with and without
+the timeline, and measures SimPy's own rate (a process looping over timeouts) on this machine as
+the ceiling.
+
+Usage::
+
+    python tests/bench_simulator.py            # full table
+    python tests/bench_simulator.py --quick    # fewer steps
+    python tests/bench_simulator.py --target   # only the target: 1000 steps x 16 workers, ps
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from simcore.errors import ConfigError
+from simcore.sim import SimulationConfig, simulate
+from simcore.trace.build import synthetic_trace
+from simcore.trace.model import Trace
+
+WORKER_COUNTS = (1, 4, 16, 64)
+POLICIES = ("ps", "fcfs", "allreduce")
+BANDWIDTH_BPS = 10e9
+TARGET_OPS_PER_S = 200_000
+# Worker-steps per measurement, so that every row simulates about the same number of ops.
+WORKER_STEPS = 8000
+WORKER_STEPS_TIMELINE = 1600
+
+
+def resnet50_shaped(seed: int = 0, profiled_steps: int = 10) -> Trace:
+    """A synthetic trace shaped like ResNet-50: 16 bottleneck blocks with residual adds."""
+    rng = np.random.default_rng(seed)
+    names: list[str] = []
+    sizes: list[int] = []
+    inputs: dict[str, list[str]] = {}
+
+    def layer(name: str, nbytes: int, src: list[str]) -> str:
+        names.append(name)
+        sizes.append(nbytes)
+        if src:
+            inputs[name] = src
+        return name
+
+    x = layer("conv1", 9408 * 4, [])
+    x = layer("bn1", 256 * 4, [x])
+    x = layer("relu", 0, [x])
+    x = layer("maxpool", 0, [x])
+    width = 64
+    for stage, blocks in enumerate((3, 4, 6, 3)):
+        for b in range(blocks):
+            p = f"layer{stage + 1}_{b}"
+            c_in = width * 4 if b or stage else 64
+            h = layer(f"{p}_conv1", c_in * width * 4, [x])
+            h = layer(f"{p}_bn1", 2 * width * 4, [h])
+            h = layer(f"{p}_relu1", 0, [h])
+            h = layer(f"{p}_conv2", 9 * width * width * 4, [h])
+            h = layer(f"{p}_bn2", 2 * width * 4, [h])
+            h = layer(f"{p}_relu2", 0, [h])
+            h = layer(f"{p}_conv3", width * width * 4 * 4, [h])
+            h = layer(f"{p}_bn3", 8 * width * 4, [h])
+            skip = x
+            if b == 0:
+                skip = layer(f"{p}_down_conv", c_in * width * 4 * 4, [x])
+                skip = layer(f"{p}_down_bn", 8 * width * 4, [skip])
+            x = layer(f"{p}_add", 0, [h, skip])
+            x = layer(f"{p}_relu3", 0, [x])
+        width *= 2
+    x = layer("avgpool", 0, [x])
+    layer("fc", (2048 * 1000 + 1000) * 4, [x])
+    n = len(names)
+    base_fwd = rng.uniform(0.2e-3, 1.5e-3, n)
+    fwd = [(base_fwd * rng.normal(1.0, 0.03, n)).tolist() for _ in range(profiled_steps)]
+    bwd = [(2 * base_fwd * rng.normal(1.0, 0.03, n)).tolist() for _ in range(profiled_steps)]
+    upd = [1e-4 if s else 0.0 for s in sizes]
+    return synthetic_trace(
+        fwd, bwd, sizes, update_s=upd, inputs=inputs, model_name="resnet50-shaped", batch_size=32
+    )
+
+
+def load_resnet50() -> Trace:
+    try:
+        from simcore.trace.io import load_trace
+
+        return load_trace("resnet50-b32")
+    except ConfigError:
+        return resnet50_shaped()
+
+
+def simpy_raw_rate(events: int = 500_000) -> float:
+    """Timeouts per second of one SimPy process looping over ``env.timeout``."""
+    env = simpy.Environment()
+
+    def loop() -> Generator[simpy.Event, Any, None]:
+        for _ in range(events):
+            yield env.timeout(1.0)
+
+    env.process(loop())
+    start = time.perf_counter()
+    env.run()
+    return events / (time.perf_counter() - start)
+
+
+def measure(
+    trace: Trace, workers: int, policy: str, steps: int, timeline: bool
+) -> tuple[float, float]:
+    """Simulated ops per wall second and wall seconds of one run."""
+    config = SimulationConfig(
+        workers=workers,
+        bandwidth_bps=BANDWIDTH_BPS,
+        arch="allreduce" if policy == "allreduce" else "ps",
+        mode="sync" if policy == "allreduce" else "async",
+        sharing=policy,
+        steps=steps,
+        warmup_steps=min(50, steps // 5),
+        timeline=timeline,
+        seed=1,
+    )
+    result = simulate(trace, config)
+    return result.simulated_ops / result.wall_time_s, result.wall_time_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fifth of the steps")
+    parser.add_argument("--target", action="store_true", help="only 1000 steps x 16 workers, ps")
+    args = parser.parse_args()
+    trace = load_resnet50()
+    raw = simpy_raw_rate()
+    print(
+        f"trace {trace.metadata.model_name}: {len(trace.layers)} layers, {len(trace.ops)} ops/step"
+    )
+    print(f"SimPy raw rate (process looping over timeouts): {raw:,.0f} events/s")
+    if args.target:
+        rate, wall = measure(trace, 16, "ps", 1000, False)
+        verdict = "meets" if rate >= TARGET_OPS_PER_S else "MISSES"
+        print(
+            f"target 1000 steps x 16 workers, ps: {wall:.1f} s, {rate:,.0f} ops/s "
+            f"({rate / raw:.2f} of SimPy raw), {verdict} {TARGET_OPS_PER_S:,} ops/s"
+        )
+        return
+    scale = 5 if args.quick else 1
+    print(
+        f"{'policy':<10} {'W':>3} {'timeline':>8} {'steps':>6} {'wall s':>8} "
+        f"{'ops/s':>10} {'/raw':>6}"
+    )
+    for policy in POLICIES:
+        for workers in WORKER_COUNTS:
+            for timeline in (False, True):
+                budget = WORKER_STEPS_TIMELINE if timeline else WORKER_STEPS
+                steps = max(20, budget // scale // workers)
+                rate, wall = measure(trace, workers, policy, steps, timeline)
+                print(
+                    f"{policy:<10} {workers:>3} {str(timeline).lower():>8} {steps:>6} "
+                    f"{wall:>8.2f} {rate:>10,.0f} {rate / raw:>6.2f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

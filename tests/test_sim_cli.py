@@ -1,0 +1,143 @@
+"""``sgdsim simulate``: single runs, sweeps, JSON, timelines and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simcore.cli.main import main
+from simcore.cli.simulate_cmd import parse_workers
+from simcore.errors import ConfigError
+from simcore.trace.build import synthetic_trace
+from simcore.trace.io import save_trace
+
+FAST = ["--steps", "30", "--warmup", "5", "--bandwidth", "1Gbps"]
+
+
+@pytest.fixture()
+def trace_file(tmp_path: Path) -> Path:
+    trace = synthetic_trace(
+        [[0.002, 0.004], [0.003, 0.005]],
+        [[0.004, 0.006], [0.005, 0.007]],
+        [400_000, 200_000],
+        update_s=0.0005,
+        batch_size=16,
+    )
+    return save_trace(trace, tmp_path / "tiny.json")
+
+
+def test_single_run_prints_a_summary(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(trace_file), "--workers", "4", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "4 workers, ps/async, sharing ps, 1.00 Gbit/s" in out
+    assert "examples/s  (95% CI" in out and "batch means, 10 batches" in out
+    assert "downlink" in out and "utilization" in out
+
+
+def test_json_is_one_object(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", str(trace_file), "--workers", "2", "--mode", "sync", "--json", *FAST]
+    assert main([*args, "--sharing", "fcfs", "--replications", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"]["workers"] == 2 and doc["config"]["sharing"] == "fcfs"
+    assert doc["steps_per_s"]["method"] == "replications"
+    assert doc["examples_per_s"]["value"] == pytest.approx(16 * doc["steps_per_s"]["value"])
+    assert len(doc["workers"]) == 2 and {link["name"] for link in doc["links"]} == {
+        "downlink",
+        "uplink",
+    }
+
+
+def test_sweep_prints_a_table(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(trace_file), "--workers", "1-3,8", *FAST]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "95% CI" in lines[1]
+    assert [line.split()[0] for line in lines[2:]] == ["1", "2", "3", "8"]
+
+
+def test_sweep_json(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(trace_file), "--workers", "1,2", "--json", *FAST]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["config"]["workers"] for p in doc["sweep"]] == [1, 2]
+
+
+@pytest.mark.parametrize("fmt", ["chrome", "records"])
+def test_timeline_is_written_and_never_overwritten_silently(
+    trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    out = tmp_path / "timeline.json"
+    args = ["simulate", str(trace_file), "--workers", "2", "--steps", "3", "--warmup", "1"]
+    args += ["--timeline", str(out), "--timeline-format", fmt, "--scheduler", "http2"]
+    assert main(args) == 0
+    doc = json.loads(out.read_text())
+    if fmt == "chrome":
+        events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+        assert {e["cat"] for e in events} >= {"pull", "forward", "push"}
+    else:
+        assert doc["columns"][:3] == ["worker", "step", "resource"]
+        assert len(doc["steps"]) == 6
+    before = out.read_text()
+    assert main(args) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert out.read_text() == before
+    assert main([*args, "--force"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--workers", "0"], "workers: must be an integer >= 1"),
+        (["--workers", "two"], "--workers: 'two' is not a count"),
+        (["--bandwidth", "10"], "--bandwidth: '10' is not a bandwidth"),
+        (["--bandwidth", "0Gbps"], "--bandwidth: '0Gbps' must be > 0"),
+        (["--steps", "10", "--warmup", "10"], "steps: must be greater than warmup_steps"),
+        (["--workers", "1-3", "--timeline", "x.json"], "--timeline: needs a single worker"),
+        (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
+        (["--speed", "1,2", "--workers", "3"], "speed_factors: needs one value per worker"),
+        (["--placement", "nowhere"], "--placement: 'nowhere' is not greedy"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    trace_file: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["simulate", str(trace_file), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_placement_file_naming_a_missing_layer(
+    trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mapping = tmp_path / "placement.json"
+    mapping.write_text(json.dumps({"l0": 0, "l1": 1, "fc9": 1}))
+    args = ["simulate", str(trace_file), "--servers", "2", "--placement", str(mapping)]
+    assert main(args) == 2
+    assert "placement: layer 'fc9' is not in trace" in capsys.readouterr().err
+
+
+def test_missing_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "no-such-trace.json"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_parse_workers() -> None:
+    assert parse_workers("8") == [8]
+    assert parse_workers("1,2,4") == [1, 2, 4]
+    assert parse_workers("1-4,16") == [1, 2, 3, 4, 16]
+    with pytest.raises(ConfigError):
+        parse_workers("4-1")
+
+
+def test_console_entry_point(trace_file: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simcore.cli.main", "simulate", str(trace_file), "--json", *FAST],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["steps_per_s"]["value"] > 0

@@ -1,0 +1,274 @@
+"""The simulator against numbers we can defend: TPDS'22 Eq. 7, 8, 11 and hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.trace.build import synthetic_trace
+from simcore.trace.model import Trace
+
+REL = 1e-9
+B = 1e9  # bit/s
+
+# A no-overlap trace (strict phases, TPDS'22 Fig. 4): every forward waits for all pulls and every
+# push for the whole backward pass. Only layer 0 (pushed last) has an update, so the update phase
+# does not overlap with pushes and T_S is exactly its duration.
+FWD = [0.010, 0.020, 0.005]
+BWD = [0.020, 0.030, 0.015]
+SIZES = [1_000_000, 2_000_000, 500_000]
+UPDATE_L0 = 0.004
+M_BITS = 8.0 * sum(SIZES)
+T_C = sum(FWD) + sum(BWD)
+
+
+def strict_trace() -> Trace:
+    return synthetic_trace(FWD, BWD, SIZES, update_s=[UPDATE_L0, 0.0, 0.0], overlap=False)
+
+
+def run(trace: Trace, **kw: object) -> SimulationResult:
+    base: dict[str, object] = {"bandwidth_bps": B, "steps": 6, "warmup_steps": 1}
+    base.update(kw)
+    return simulate(trace, SimulationConfig(**base))  # type: ignore[arg-type]
+
+
+def pull_ends(result: SimulationResult, step: int = 0) -> dict[int, float]:
+    """Per worker, the end of its last pull in ``step`` (s)."""
+    assert result.timeline is not None
+    ends: dict[int, float] = {}
+    for rec in result.timeline:
+        if rec.kind == "pull" and rec.step == step:
+            ends[rec.worker] = max(ends.get(rec.worker, 0.0), rec.end_s)
+    return ends
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_sync_ps_sharing_is_eq7(k: int) -> None:
+    step = k * M_BITS / B + T_C + k * M_BITS / B + UPDATE_L0
+    result = run(strict_trace(), workers=k, mode="sync", sharing="ps")
+    assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_sync_fcfs_sharing_is_eq8(k: int) -> None:
+    step = k * M_BITS / B + T_C + M_BITS / B + UPDATE_L0
+    result = run(strict_trace(), workers=k, mode="sync", sharing="fcfs")
+    assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_ring_allreduce_is_eq11(k: int) -> None:
+    trace = synthetic_trace(FWD, BWD, SIZES, update_s=0.0, overlap=False)
+    step = T_C + 2 * (k - 1) * M_BITS / (k * B)
+    result = run(trace, workers=k, mode="sync", arch="allreduce")
+    assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
+    assert result.config.policy_name == "allreduce"
+
+
+def test_hybrid_is_the_mean_of_fcfs_and_ps() -> None:
+    k = 4
+    t_ps = k * M_BITS / B + T_C + k * M_BITS / B + UPDATE_L0
+    t_fcfs = k * M_BITS / B + T_C + M_BITS / B + UPDATE_L0
+    result = run(strict_trace(), workers=k, mode="sync", sharing="hybrid")
+    assert result.steps_per_s.value == pytest.approx((k / t_ps + k / t_fcfs) / 2, rel=REL)
+    assert [c.config.sharing for c in result.components] == ["fcfs", "ps"]
+
+
+def test_one_worker_reproduces_each_profiled_step() -> None:
+    fwd = [[0.010, 0.020], [0.012, 0.025], [0.009, 0.018]]
+    bwd = [[0.020, 0.030], [0.021, 0.036], [0.019, 0.027]]
+    trace = synthetic_trace(fwd, bwd, [1000, 2000], update_s=[0.001, 0.002])
+    # The bandwidth is so high that transfers take ~1e-14 s: no sharing, no contention.
+    result = run(trace, bandwidth_bps=1e18, steps=30, warmup_steps=0, timeline=True)
+    expected = [sum(f) + sum(b) + 0.001 for f, b in zip(fwd, bwd, strict=True)]
+    assert result.timeline is not None
+    seen = set()
+    for rec in result.timeline.steps:
+        assert rec.end_s - rec.start_s == pytest.approx(expected[rec.profile_step], rel=REL)
+        seen.add(rec.profile_step)
+    assert seen == {0, 1, 2}  # sampling with replacement visits every profiled step
+
+
+def test_k_equal_flows_on_a_ps_link_finish_at_k_s_over_b() -> None:
+    size = 1_250_000  # 10 Mbit
+    trace = synthetic_trace([0.0], [0.0], [size])
+    for k in (1, 2, 3, 7):
+        ends = pull_ends(
+            run(trace, workers=k, sharing="ps", steps=1, warmup_steps=0, timeline=True)
+        )
+        for w in range(k):
+            assert ends[w] == pytest.approx(k * 8 * size / B, rel=REL)
+
+
+def test_ith_fcfs_flow_finishes_at_i_s_over_b() -> None:
+    size = 1_250_000
+    trace = synthetic_trace([0.0], [0.0], [size])
+    ends = pull_ends(run(trace, workers=5, sharing="fcfs", steps=1, warmup_steps=0, timeline=True))
+    for w in range(5):  # workers start in index order, so worker w is the (w+1)-th flow
+        assert ends[w] == pytest.approx((w + 1) * 8 * size / B, rel=REL)
+
+
+def test_fcfs_worker_with_queued_pulls_keeps_its_place() -> None:
+    sizes = [1_000_000, 1_000_000]
+    trace = synthetic_trace([0.0, 0.0], [0.0, 0.0], sizes)
+    ends = pull_ends(run(trace, workers=3, sharing="fcfs", steps=1, warmup_steps=0, timeline=True))
+    per_worker = 8 * sum(sizes) / B
+    assert [ends[w] for w in range(3)] == pytest.approx(
+        [per_worker, 2 * per_worker, 3 * per_worker], rel=REL
+    )
+
+
+@pytest.mark.parametrize(
+    ("workers", "per_flow_gbps"), [(1, 10.0), (2, 10.0), (3, 25.0 / 3), (5, 5.0)]
+)
+def test_per_flow_cap_as_in_tpds_4_4(workers: int, per_flow_gbps: float) -> None:
+    size = 125_000_000  # 1 Gbit
+    trace = synthetic_trace([0.0], [0.0], [size])
+    result = run(
+        trace,
+        workers=workers,
+        bandwidth_bps=25e9,
+        flow_cap_bps=10e9,
+        steps=1,
+        warmup_steps=0,
+        timeline=True,
+    )
+    ends = pull_ends(result)
+    for w in range(workers):
+        assert ends[w] == pytest.approx(1e9 / (per_flow_gbps * 1e9), rel=REL)
+
+
+def test_per_worker_caps_clip_or_maxmin() -> None:
+    size = 125_000_000  # 1 Gbit
+    trace = synthetic_trace([0.0], [0.0], [size])
+    caps = (5e9, 25e9, 25e9)
+    clip = pull_ends(
+        run(
+            trace,
+            workers=3,
+            bandwidth_bps=25e9,
+            flow_cap_bps=caps,
+            steps=1,
+            warmup_steps=0,
+            timeline=True,
+        )
+    )
+    # clip: 5, 25/3, 25/3 Gbit/s (spare unused); worker 0 stays at its 5 Gbit/s cap.
+    assert clip[0] == pytest.approx(1 / 5, rel=REL)
+    assert clip[1] == pytest.approx(3 / 25, rel=REL)
+    maxmin = pull_ends(
+        run(
+            trace,
+            workers=3,
+            bandwidth_bps=25e9,
+            flow_cap_bps=caps,
+            steps=1,
+            warmup_steps=0,
+            timeline=True,
+            cap_mode="maxmin",
+        )
+    )
+    # max-min: 5, 10, 10 Gbit/s.
+    assert maxmin[0] == pytest.approx(1 / 5, rel=REL)
+    assert maxmin[1] == pytest.approx(1 / 10, rel=REL)
+    assert maxmin[2] == pytest.approx(1 / 10, rel=REL)
+
+
+def test_forward_overlaps_with_later_pulls() -> None:
+    # Two layers, overlap on: forward:l0 runs while pull:l1 is still arriving.
+    s0, s1 = 1_000_000, 3_000_000  # 8 ms and 24 ms at 1 Gbit/s
+    f0, f1, b0, b1 = 0.010, 0.005, 0.002, 0.003
+    trace = synthetic_trace([f0, f1], [b0, b1], [s0, s1])
+    result = run(trace, steps=1, warmup_steps=0, timeline=True)
+    assert result.timeline is not None
+    at = {rec.op: (rec.start_s, rec.end_s) for rec in result.timeline}
+    p0, p1 = 8 * s0 / B, 8 * (s0 + s1) / B
+    assert at["forward:l0"] == pytest.approx((p0, p0 + f0), rel=REL)
+    assert at["pull:l1"][1] == pytest.approx(p1, rel=REL)
+    assert at["forward:l0"][0] < at["pull:l1"][1]  # the overlap
+    fwd1_start = max(p0 + f0, p1)
+    assert at["forward:l1"][0] == pytest.approx(fwd1_start, rel=REL)
+    end_bwd1 = fwd1_start + f1 + b1
+    assert at["push:l1"] == pytest.approx((end_bwd1, end_bwd1 + 8 * s1 / B), rel=REL)
+    # backward:l0 overlaps with push:l1; push:l0 waits for the uplink.
+    assert at["push:l0"][0] == pytest.approx(end_bwd1 + 8 * s1 / B, rel=REL)
+
+
+def test_http2_window_as_in_icpe_fig_12() -> None:
+    # Three streams ready at t=0 in trace order A (3 WIN), B (WIN/2), C (2 WIN); WIN takes 1 ms.
+    win = 125_000  # bytes: 1 Mbit = 1 ms at 1 Gbit/s
+    trace = synthetic_trace([0.0] * 3, [0.0] * 3, [3 * win, win // 2, 2 * win])
+    result = run(trace, scheduler="http2", window_bytes=win, steps=1, warmup_steps=0, timeline=True)
+    assert result.timeline is not None
+    chunks = [(r.op, r.start_s * 1e3, r.end_s * 1e3) for r in result.timeline if r.kind == "pull"]
+    # A sends WIN (0-1) and is preempted; B fits (1-1.5); C sends WIN (1.5-2.5) and is preempted;
+    # A, ready again since 1 ms, runs to its end (2.5-4.5); then C (4.5-5.5).
+    expected = [
+        ("pull:l0", 0, 1),
+        ("pull:l1", 1, 1.5),
+        ("pull:l2", 1.5, 2.5),
+        ("pull:l0", 2.5, 4.5),
+        ("pull:l2", 4.5, 5.5),
+    ]
+    assert [c[0] for c in chunks] == [e[0] for e in expected]
+    for (_, s, e), (_, s2, e2) in zip(chunks, expected, strict=True):
+        assert (s, e) == pytest.approx((s2, e2), rel=REL)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "order"),
+    [
+        ("trace", ["l0", "l1", "l2"]),
+        ("reverse", ["l2", "l1", "l0"]),
+        ("critical-path", ["l0", "l1", "l2"]),
+    ],
+)
+def test_flow_control_off_orders_whole_streams(scheduler: str, order: list[str]) -> None:
+    trace = synthetic_trace([0.001] * 3, [0.001] * 3, [100_000] * 3)
+    result = run(trace, scheduler=scheduler, steps=1, warmup_steps=0, timeline=True)
+    assert result.timeline is not None
+    pulls = sorted((r.start_s, r.op) for r in result.timeline if r.kind == "pull")
+    assert [op.split(":")[1] for _, op in pulls] == order
+
+
+def test_heterogeneous_speed_factors_async() -> None:
+    trace = synthetic_trace([0.010], [0.020], [1000])
+    result = run(trace, workers=2, bandwidth_bps=1e18, speed_factors=(1.0, 2.0), steps=20)
+    # Worker 0 steps in 30 ms, worker 1 (twice as fast) in 15 ms; no contention.
+    assert result.steps_per_s.value == pytest.approx(1 / 0.030 + 1 / 0.015, rel=1e-6)
+    assert result.workers[1].mean_step_s == pytest.approx(0.015, rel=1e-6)
+
+
+def test_heterogeneous_traces_sync_waits_for_the_slowest() -> None:
+    fast = synthetic_trace([0.010], [0.020], [1000])
+    slow = synthetic_trace([0.030], [0.040], [1000])
+    result = simulate(
+        [fast, slow],
+        SimulationConfig(
+            workers=3,
+            bandwidth_bps=1e18,
+            mode="sync",
+            steps=10,
+            warmup_steps=1,
+            worker_types=(0, 1, 0),
+        ),
+    )
+    assert result.steps_per_s.value == pytest.approx(3 / 0.070, rel=1e-6)
+    assert [w.trace for w in result.workers] == [0, 1, 0]
+
+
+def test_parsing_overhead_and_latency_lengthen_each_transfer() -> None:
+    size = 1_000_000
+    alpha, beta, latency = 1e-9, 1e-4, 5e-4
+    trace = synthetic_trace([0.010], [0.020], [size], update_s=0.001)
+    result = run(
+        trace,
+        parse_alpha_s_per_byte=alpha,
+        parse_beta_s=beta,
+        latency_s=latency,
+        steps=3,
+        warmup_steps=0,
+    )
+    per_transfer = 8 * size / B + latency + alpha * size + beta
+    step = 2 * per_transfer + 0.030 + 0.001
+    assert result.steps_per_s.value == pytest.approx(1 / step, rel=REL)
