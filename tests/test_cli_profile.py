@@ -1,0 +1,111 @@
+"""``sgdsim profile``: writes a loadable trace, never clobbers a file, and fails in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from simcore.cli.main import main
+from simcore.trace.io import load_trace
+
+TINY = ["--batch-size", "2", "--steps", "2", "--warmup", "0", "--quiet"]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "simcore.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def test_profile_writes_a_trace_and_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "traces" / "cnn-b2.json"
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 0
+    assert f"wrote {out}: 14 layers, 43 ops/step, 2 steps" in capsys.readouterr().out
+    trace = load_trace(out)
+    assert trace.metadata.model_name == "cnn" and trace.metadata.batch_size == 2
+    before = out.read_bytes()
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force"]) == 0
+    assert [p.name for p in out.parent.iterdir()] == ["cnn-b2.json"]  # no temporary files left
+
+
+def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
+    (tmp_path / "usernets.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+
+            class Tiny(nn.Module):
+                input_shape = (6,)
+
+                def __init__(self):
+                    super().__init__()
+                    self.a = nn.Linear(6, 8)
+                    self.b = nn.Linear(8, 3)
+
+                def forward(self, x):
+                    return self.b(torch.relu(self.a(x)))
+            """
+        )
+    )
+    out = tmp_path / "tiny.json"
+    result = run_cli(
+        "profile", "--model-path", "usernets:Tiny", *TINY, "--out", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    trace = load_trace(out)
+    assert trace.metadata.model_name == "Tiny"
+    assert [layer.name for layer in trace.layers] == ["a", "relu", "b", "loss"]
+    assert trace.param_nbytes == 4 * (6 * 8 + 8 + 8 * 3 + 3)
+
+
+def test_list_models(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "--list-models"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["mlp", "cnn", "resnet18", "resnet50", "vgg11", "inception"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--model", "alexnet", "--out", "OUT"), "unknown model 'alexnet'; available: mlp, cnn"),
+        (("--model", "cnn"), "--out: required"),
+        (("--model", "cnn", "--out", "OUT", "--steps", "0"), "--steps: must be an integer >= 1"),
+        (("--model", "cnn", "--out", "OUT", "--device", "cuda"), "--device: 'cuda' requested"),
+        (("--model", "cnn", "--out", "OUT", "--input-shape", "3xa"), "--input-shape: '3xa' is not"),
+        (("--model-path", "nodots", "--out", "OUT"), "expected package.module:factory"),
+        (("--model-path", "no_such_module_x:f", "--out", "OUT"), "no_such_module_x"),
+        (("--model", "mlp", "--out", "OUT", "--input-shape", "2x2"), "a training step failed"),
+    ],
+)
+def test_errors_are_one_line_and_write_nothing(
+    args: tuple[str, ...], expected: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.json"
+    argv = [a.replace("OUT", str(out)) for a in args]
+    if "cuda" in argv:
+        pytest.importorskip("torch")
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    result = run_cli("profile", *argv, "--quiet")
+    assert result.returncode == 2
+    assert result.stderr.startswith("sgdsim: error: ")
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
