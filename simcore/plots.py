@@ -5,12 +5,11 @@ importing this module costs nothing and the engine never depends on it.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from simcore.errors import ConfigError
+from simcore.files import atomic_output
 
 
 @dataclass(frozen=True)
@@ -74,15 +73,6 @@ def plot_throughput_curves(
 
 
 def _save_atomic(fig: object, target: Path, overwrite: bool) -> Path:
-    if target.exists() and not overwrite:
-        raise ConfigError(f"{target}: already exists; pass --force to overwrite it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp_name, format="png")  # type: ignore[attr-defined]
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(target, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, format="png")  # type: ignore[attr-defined]
     return target

@@ -19,6 +19,7 @@ def load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up here
     spec.loader.exec_module(module)
     return module
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from simcore.errors import ConfigError, TraceError
+from simcore.files import atomic_output
 from simcore.trace.model import Trace
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
@@ -66,22 +66,12 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, *, overwrite: boo
     Raises ConfigError if ``path`` exists and ``overwrite`` is false, so nothing a user made is
     replaced silently.
     """
-    target = Path(path)
-    if target.exists() and not overwrite:
-        raise ConfigError(f"{target}: already exists; pass --force to overwrite it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, separators=(",", ":"), allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return target
+    with atomic_output(path, overwrite=overwrite) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, separators=(",", ":"), allow_nan=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return Path(path)
 
 
 def save_trace(trace: Trace, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
