@@ -109,6 +109,61 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--steps", "abc"], "argument --steps: invalid int value: 'abc'"),
+        (["--sharing", "nope"], "argument --sharing: invalid choice: 'nope'"),
+        (["--workers"], "argument --workers: expected one argument"),
+    ],
+)
+def test_usage_mistakes_are_one_line_too(
+    trace_file: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", str(trace_file), *extra])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sgdsim: error: ") and message in err
+    assert err.count("\n") == 1 and "usage:" not in err
+
+
+def test_missing_trace_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate"])
+    err = capsys.readouterr().err
+    assert "required: TRACE" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("where", ["directory", "under-a-file"])
+def test_unwritable_timeline_fails_before_simulating(
+    trace_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("must not simulate")
+
+    monkeypatch.setattr("simcore.cli.simulate_cmd.simulate", boom)
+    target = tmp_path if where == "directory" else trace_file / "timeline.json"
+    args = ["simulate", str(trace_file), "--timeline", str(target), "--force", *FAST]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    expected = "is a directory" if where == "directory" else "cannot write"
+    assert "--timeline: " in err and expected in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.json"]  # nothing left behind
+
+
+def test_trace_whose_steps_take_no_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = save_trace(synthetic_trace([0.0], [0.0], [0]), tmp_path / "empty.json")
+    assert main(["simulate", str(path), "--workers", "1-4"]) == 2
+    err = capsys.readouterr().err
+    assert "profiled step 0" in err and "throughput is unbounded" in err
+    assert err.count("\n") == 1
+
+
 def test_placement_file_naming_a_missing_layer(
     trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -141,3 +196,11 @@ def test_console_entry_point(trace_file: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["steps_per_s"]["value"] > 0
+
+
+def test_hybrid_summary_names_its_components(
+    trace_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", str(trace_file), "--workers", "3", "--sharing", "hybrid", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "sharing hybrid" in out and "mean of fcfs " in out and ", ps " in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import TimelineSpan, chrome_trace
-from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, validate_for_traces
+from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES
 from simcore.sim.results import Timeline, result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -39,7 +40,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="predict throughput on W workers by discrete-event simulation",
-        description=__doc__.splitlines()[0],
+        description="Predict the throughput of W workers from a one-worker trace by "
+        "discrete-event simulation. Bandwidths, sizes and durations take units (10Gbps, 64KiB, "
+        "50us); --workers takes a count, a list (1,2,4) or a range (1-16) for a sweep.",
     )
     p.add_argument(
         "trace",
@@ -49,8 +52,18 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-16 (default 1)")
     p.add_argument("--bandwidth", default="10Gbps", help="server link bandwidth (default 10Gbps)")
-    p.add_argument("--arch", choices=ARCHS, default="ps")
-    p.add_argument("--mode", choices=MODES, default="async")
+    p.add_argument(
+        "--arch",
+        choices=ARCHS,
+        default="ps",
+        help="parameter server or ring AllReduce (default ps)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="async",
+        help="Async-SGD or Sync-SGD (a barrier after each step; default async)",
+    )
     p.add_argument(
         "--sharing",
         choices=[*sharing_policy_names(), HYBRID],
@@ -59,7 +72,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--steps", type=int, default=1000, help="steps per worker (default 1000)")
     p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     p.add_argument(
         "--replications",
         type=int,
@@ -68,7 +81,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--batches", type=int, default=10, help="batches for batch means")
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
-    p.add_argument("--cap-mode", choices=CAP_MODES, default="clip")
+    p.add_argument(
+        "--cap-mode",
+        choices=CAP_MODES,
+        default="clip",
+        help="clip: min(share, cap), spare unused (the paper); maxmin: spare to uncapped flows",
+    )
     p.add_argument(
         "--scheduler",
         choices=stream_scheduler_names(),
@@ -88,11 +106,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--worker-bandwidth", help="each worker's NIC (default: --bandwidth)")
     p.add_argument("--speed", help="per-worker compute speed factors, e.g. 1,1,2")
     p.add_argument("--worker-types", help="per-worker trace index when several traces, e.g. 0,1")
-    p.add_argument("--jitter", choices=JITTERS, default="none")
-    p.add_argument("--jitter-cv", type=float, default=0.0)
+    p.add_argument(
+        "--jitter",
+        choices=JITTERS,
+        default="none",
+        help="resample: each op's duration drawn from its profiled values (default none)",
+    )
+    p.add_argument(
+        "--jitter-cv",
+        type=float,
+        default=0.0,
+        help="multiplicative noise on computation durations, coefficient of variation",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
-    p.add_argument("--timeline-format", choices=("chrome", "records"), default="chrome")
+    p.add_argument(
+        "--timeline-format",
+        choices=("chrome", "records"),
+        default="chrome",
+        help="chrome (chrome://tracing, Perfetto) or records (columns and rows; default chrome)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing timeline file")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
@@ -183,14 +216,14 @@ def build_config(args: argparse.Namespace, workers: int) -> SimulationConfig:
 
 def run(args: argparse.Namespace) -> int:
     counts = parse_workers(args.workers)
-    if args.timeline is not None and len(counts) > 1:
-        raise ConfigError("--timeline: needs a single worker count, not a sweep")
-    if args.timeline is not None and Path(args.timeline).exists() and not args.force:
-        raise ConfigError(f"{args.timeline}: already exists; pass --force to overwrite it")
+    if args.timeline is not None:
+        if len(counts) > 1:
+            raise ConfigError("--timeline: needs a single worker count, not a sweep")
+        _check_writable(Path(args.timeline), args.force)
     configs = [build_config(args, w) for w in counts]  # every config checked before running
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
-        validate_for_traces(config, traces)
+        validate(traces, config)
     total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
@@ -216,6 +249,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_writable(path: Path, force: bool) -> None:
+    """ConfigError unless ``path`` can be written (before a run, not after it)."""
+    if path.is_dir():
+        raise ConfigError(f"--timeline: {path} is a directory; give a file name")
+    if path.exists() and not force:
+        raise ConfigError(f"{path}: already exists; pass --force to overwrite it")
+    folder = path.parent
+    while not folder.exists():  # the writer creates missing folders inside the nearest one
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"--timeline: cannot write {path}: {folder}: {err.strerror or err}"
+        ) from err
+
+
 def _work(config: SimulationConfig) -> int:
     """Worker-steps a config simulates (progress units)."""
     runs = config.replications * (2 if config.policy_name == HYBRID else 1)
@@ -238,7 +289,10 @@ def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: T
         doc = chrome_trace(
             _spans(timeline), {"model": trace.metadata.model_name, "workers": result.config.workers}
         )
-    path = write_json_atomic(args.timeline, doc, overwrite=args.force)
+    try:
+        path = write_json_atomic(args.timeline, doc, overwrite=args.force)
+    except OSError as err:
+        raise ConfigError(f"--timeline: cannot write {args.timeline}: {err}") from err
     print(f"wrote {len(timeline)} timeline records to {path}", file=sys.stderr)
 
 
@@ -280,6 +334,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
         f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {result.steps_per_s.value:.4g} steps/s",
+        *_components(result),
         f"step time  mean {result.mean_step_s * 1e3:.3f} ms over workers",
     ]
     for link in result.links:
@@ -292,6 +347,16 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"({result.ops_per_wall_s:,.0f} ops/s)"
     )
     return "\n".join(lines)
+
+
+def _components(result: SimulationResult) -> list[str]:
+    """For a hybrid prediction, the throughputs it averages (its statistics are the ps run's)."""
+    if not result.components:
+        return []
+    parts = ", ".join(
+        f"{c.config.policy_name} {c.steps_per_s.value:.4g}" for c in result.components
+    )
+    return [f"hybrid     mean of {parts} steps/s; step time and links below: ps run"]
 
 
 def format_sweep(results: list[SimulationResult], trace: Trace) -> str:

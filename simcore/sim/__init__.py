@@ -5,7 +5,7 @@ a parameter server (Async- or Sync-SGD) or ring AllReduce, on SimPy. Semantics: 
 beside this file. Pure: no file I/O, no plotting.
 """
 
-from simcore.sim.api import SweepResult, simulate, sweep
+from simcore.sim.api import MIN_STEP_S, SweepResult, simulate, sweep, validate
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import SimulationError
 from simcore.sim.results import (
@@ -31,6 +31,7 @@ from simcore.sim.streams import (
 )
 
 __all__ = [
+    "MIN_STEP_S",
     "EqualSharePolicy",
     "Estimate",
     "LinkStats",
@@ -51,4 +52,5 @@ __all__ = [
     "simulate",
     "stream_scheduler_names",
     "sweep",
+    "validate",
 ]

@@ -26,7 +26,12 @@ from simcore.sim.results import Estimate, SimulationResult, StepRecord, Timeline
 from simcore.sim.sharing import get_sharing_policy
 from simcore.trace.model import Trace
 
-__all__ = ["SweepResult", "simulate", "sweep"]
+__all__ = ["MIN_STEP_S", "SweepResult", "simulate", "sweep", "validate"]
+
+#: The shortest step a simulation accepts (s). A step that can take no time (a profile of zero
+#: durations without transfers) has unbounded throughput; one far below any profiler's resolution
+#: makes the estimator overflow.
+MIN_STEP_S = 1e-9
 
 
 def _as_traces(trace: Trace | Sequence[Trace]) -> list[Trace]:
@@ -60,23 +65,71 @@ def simulate(
     Raises
     ------
     ConfigError
-        If the configuration does not fit the traces (names the parameter).
+        If the configuration does not fit the traces (names the parameter), or a step could take
+        no time (see :func:`validate`); raised before anything is simulated.
+    SimulationError
+        If the run cannot finish or its throughput is unbounded (see SEMANTICS.md, "Estimates").
     """
     traces = _as_traces(trace)
-    validate_for_traces(config, traces)
+    validate(traces, config)
     if config.policy_name == HYBRID:
         return _hybrid(traces, config, progress)
     return _run(traces, config, progress)
+
+
+def validate(trace: Trace | Sequence[Trace], config: SimulationConfig) -> None:
+    """Every check :func:`simulate` makes before it starts; nothing is simulated.
+
+    Raises
+    ------
+    ConfigError
+        If ``config`` does not fit the traces (names the parameter), or if a step could take
+        less than :data:`MIN_STEP_S` (names the trace and the profiled step).
+    """
+    traces = _as_traces(trace)
+    validate_for_traces(config, traces)
+    _check_step_time(traces, config, *_compile(traces, config))
+
+
+def _compile(
+    traces: Sequence[Trace], config: SimulationConfig
+) -> tuple[list[int], list[CompiledDag], list[int]]:
+    """The traces the workers use, their compiled DAGs, and each worker's DAG index."""
+    worker_trace = trace_of_worker(config, len(traces))
+    used = sorted(set(worker_trace))
+    dags = [compile_trace(traces[i], config) for i in used]
+    return used, dags, [used.index(t) for t in worker_trace]
+
+
+def _check_step_time(
+    traces: Sequence[Trace],
+    config: SimulationConfig,
+    used: Sequence[int],
+    dags: Sequence[CompiledDag],
+    worker_dag: Sequence[int],
+) -> None:
+    """ConfigError if some worker's step could be shorter than MIN_STEP_S (see the constant)."""
+    speeds = config.speed_factors or (1.0,) * config.workers
+    for d, dag in enumerate(dags):
+        fastest = max(s for s, wd in zip(speeds, worker_dag, strict=True) if wd == d)
+        bounds = dag.step_lower_bounds_s(config.bandwidth_bps, fastest, config.jitter != "none")
+        shortest = min(range(len(bounds)), key=bounds.__getitem__)
+        if bounds[shortest] < MIN_STEP_S:
+            where = "its shortest ops" if config.jitter != "none" else f"profiled step {shortest}"
+            raise ConfigError(
+                f"trace {traces[used[d]].source}: a simulated step can take "
+                f"{bounds[shortest]:.3g} s ({where}: longest path of computation and transfers "
+                f"at full bandwidth); steps must last at least {MIN_STEP_S:g} s, or throughput "
+                "is unbounded: check the trace's durations and sizes"
+            )
 
 
 def _run(
     traces: list[Trace], config: SimulationConfig, progress: ProgressCallback | None
 ) -> SimulationResult:
     started = time.perf_counter()
+    _, dags, worker_dag = _compile(traces, config)
     worker_trace = trace_of_worker(config, len(traces))
-    used = sorted(set(worker_trace))
-    dags = [compile_trace(traces[i], config) for i in used]
-    worker_dag = [used.index(t) for t in worker_trace]
     seeds = np.random.SeedSequence(config.seed).spawn(config.replications)
     total = config.replications * config.workers * config.steps
     records: list[RunRecord] = []
@@ -120,9 +173,13 @@ def _timeline(record: RunRecord, dags: Sequence[CompiledDag]) -> Timeline:
 def _hybrid(
     traces: list[Trace], config: SimulationConfig, progress: ProgressCallback | None
 ) -> SimulationResult:
-    """TPDS'22 3.2.1: run ``fcfs`` and ``ps`` with the same seeds and average their throughputs."""
+    """TPDS'22 3.2.1: run ``fcfs`` and ``ps`` with the same seeds and average their throughputs.
+
+    Progress counts the worker-steps of both runs, so it never goes back.
+    """
     parts = tuple(
-        _run(traces, dataclasses.replace(config, sharing=name), progress) for name in ("fcfs", "ps")
+        _run(traces, dataclasses.replace(config, sharing=name), _part(progress, i, 2))
+        for i, name in enumerate(("fcfs", "ps"))
     )
     fcfs, ps = parts
 
@@ -144,6 +201,18 @@ def _hybrid(
         wall_time_s=fcfs.wall_time_s + ps.wall_time_s,
         components=parts,
     )
+
+
+def _part(progress: ProgressCallback | None, index: int, parts: int) -> ProgressCallback | None:
+    """Progress of run ``index`` of ``parts`` equal runs, reported as progress of all of them."""
+    if progress is None:
+        return None
+    report = progress
+
+    def part(done: int, total: int) -> None:
+        report(index * total + done, parts * total)
+
+    return part
 
 
 @dataclass(frozen=True)
@@ -177,7 +246,7 @@ def sweep(
     traces = _as_traces(trace)
     configs = [dataclasses.replace(config, workers=w) for w in workers]
     for c in configs:
-        validate_for_traces(c, traces)
+        validate(traces, c)
     points = []
     for i, c in enumerate(configs):
         points.append(simulate(traces, c))

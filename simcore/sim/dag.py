@@ -62,6 +62,7 @@ class CompiledDag:
     bits: tuple[float, ...]  # bits sent by network ops, 0.0 for others
     durations: np.ndarray  # (profiled steps, ops) seconds; 0 for network ops
     scalable: np.ndarray  # bool per op: a worker-compute op that speed factors scale
+    computation: np.ndarray  # bool per op: on a compute resource (worker, ps); jitter_cv varies
     batch_size: int
 
     @property
@@ -70,7 +71,25 @@ class CompiledDag:
 
     def critical_path_s(self, bandwidth_bps: float) -> list[float]:
         """Per op, the longest path (s) from its start to the end of the step."""
-        cost = self.durations.mean(axis=0) + np.asarray(self.bits) / bandwidth_bps
+        return self._tails(self.durations.mean(axis=0) + np.asarray(self.bits) / bandwidth_bps)
+
+    def step_lower_bounds_s(
+        self, bandwidth_bps: float, speed: float = 1.0, per_op: bool = False
+    ) -> list[float]:
+        """Per profiled step, a lower bound (s) on the duration of a simulated step.
+
+        The step's longest path with computation ``speed`` times faster than profiled and every
+        transfer at ``bandwidth_bps`` (no flow ever gets more): contention, queues and barriers
+        only add to it. ``per_op`` (``jitter="resample"``): one bound, each op at its shortest
+        profiled duration.
+        """
+        table = np.where(self.scalable, self.durations / speed, self.durations)
+        rows = table.min(axis=0, keepdims=True) if per_op else table
+        transfer = np.asarray(self.bits) / bandwidth_bps
+        return [max(self._tails(row + transfer), default=0.0) for row in rows]
+
+    def _tails(self, cost: np.ndarray) -> list[float]:
+        """Per op, the longest path from its start to the end of the step, op costs ``cost``."""
         order = _topological(self.dependents, self.ndeps)
         tail = [0.0] * self.n_ops
         for op in reversed(order):
@@ -169,6 +188,9 @@ def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
         durations=durations,
         scalable=np.array(
             [n.resource == Resource.WORKER.value and n.source >= 0 for n in nodes], dtype=bool
+        ),
+        computation=np.array(
+            [n.resource in (Resource.WORKER.value, Resource.PS.value) for n in nodes], dtype=bool
         ),
         batch_size=trace.metadata.batch_size,
     )

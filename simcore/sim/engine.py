@@ -94,6 +94,7 @@ class Engine:
         self.recorder = Recorder() if config.timeline else None
         self.links = self._make_links()
         self._rows = [self._worker_rows(w) for w in range(config.workers)]
+        self._computation = [dags[d].computation for d in worker_dag]
         self.workers = [self._make_worker(w) for w in range(config.workers)]
         self.boundaries = batch_boundaries(config.steps, config.warmup_steps, config.batches)
         self._boundary_col = {b: j for j, b in enumerate(self.boundaries)}
@@ -211,8 +212,9 @@ class Engine:
             table = np.asarray(rows)
             picks = rng.integers(len(rows), size=table.shape[1])
             row = table[picks, np.arange(table.shape[1])]
-        if cfg.jitter_cv > 0.0:
-            row = row * np.maximum(0.0, 1.0 + cfg.jitter_cv * rng.standard_normal(row.shape))
+        if cfg.jitter_cv > 0.0:  # computation only: latency stays fixed, transfers are 0 here
+            factor = np.maximum(0.0, 1.0 + cfg.jitter_cv * rng.standard_normal(row.shape))
+            row = np.where(self._computation[w], row * factor, row)
         out: list[float] = row.tolist()
         return out
 

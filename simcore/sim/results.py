@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from simcore.sim.config import SimulationConfig
-from simcore.sim.engine import RunRecord
+from simcore.sim.engine import RunRecord, SimulationError
 
 # Two-sided 95% Student t quantiles t(0.975, df), df = 1..30.
 _T975 = (
@@ -66,8 +66,9 @@ class Estimate:
 
     @classmethod
     def from_samples(cls, value: float, samples: Sequence[float], method: str) -> Estimate:
+        """``value`` with the t interval of ``samples``; none from < 2 or from unbounded ones."""
         n = len(samples)
-        if n < 2:
+        if n < 2 or not all(math.isfinite(x) for x in samples):
             return cls(value, None, None, method, n)
         sd = float(np.std(samples, ddof=1))
         half = t_quantile_975(n - 1) * sd / math.sqrt(n)
@@ -172,7 +173,8 @@ class SimulationResult:
 
     ``steps_per_s`` and ``examples_per_s`` are the job throughput (all workers); ``replication_*``
     the per-replication point estimates. ``components`` holds the ``fcfs`` and ``ps`` results
-    behind a ``hybrid`` prediction.
+    behind a ``hybrid`` prediction; the hybrid's ``workers``, ``links`` and ``timeline`` are those
+    of its ``ps`` run.
     """
 
     config: SimulationConfig
@@ -198,27 +200,54 @@ class SimulationResult:
 
 
 def run_throughput(record: RunRecord, batch_sizes: Sequence[int]) -> tuple[float, float]:
-    """The estimator (steps/s, examples/s) of one run over all measured steps."""
-    span = record.ends[:, -1] - record.ends[:, 0]
+    """The estimator (steps/s, examples/s) of one run over all measured steps.
+
+    Raises
+    ------
+    SimulationError
+        If a worker's measured steps took (next to) no simulated time, so that its throughput is
+        unbounded. ``simulate`` rejects traces whose steps can be that short before it starts, so
+        only ``jitter_cv`` zeroing every duration of every measured step leads here.
+    """
     count = record.boundaries[-1] - record.boundaries[0]
-    with np.errstate(divide="ignore"):  # steps of zero duration: infinite throughput
-        per_worker = count / span
+    spans = record.ends[:, -1] - record.ends[:, 0]
+    short = np.flatnonzero(~_long_enough(count, spans))
+    if short.size:
+        w = int(short[0])
+        raise SimulationError(
+            f"worker {w}: its measured steps ({count}) took {spans[w]:.3g} s of simulated time, "
+            "so its throughput is unbounded (did jitter_cv zero every duration?)"
+        )
+    per_worker = count / spans
     return float(per_worker.sum()), float((per_worker * np.asarray(batch_sizes)).sum())
 
 
 def batch_throughputs(
     record: RunRecord, batch_sizes: Sequence[int]
 ) -> tuple[list[float], list[float]]:
-    """The estimator on each batch of steps (steps/s, examples/s)."""
+    """The estimator on each batch of steps (steps/s, examples/s).
+
+    A batch that took (next to) no simulated time has an unbounded estimate, ``math.inf``; the
+    interval then cannot be computed (see :meth:`Estimate.from_samples`).
+    """
     steps, examples = [], []
     sizes = np.asarray(batch_sizes, dtype=float)
     for j in range(len(record.boundaries) - 1):
         count = record.boundaries[j + 1] - record.boundaries[j]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_worker = count / (record.ends[:, j + 1] - record.ends[:, j])
+        spans = record.ends[:, j + 1] - record.ends[:, j]
+        if not _long_enough(count, spans).all():
+            steps.append(math.inf)
+            examples.append(math.inf)
+            continue
+        per_worker = count / spans
         steps.append(float(per_worker.sum()))
         examples.append(float((per_worker * sizes).sum()))
     return steps, examples
+
+
+def _long_enough(count: int, spans: np.ndarray) -> np.ndarray:
+    """Per worker, whether ``count / span`` is a finite number (bool array)."""
+    return spans > count / np.finfo(float).max
 
 
 def summarize(
