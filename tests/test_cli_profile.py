@@ -109,3 +109,21 @@ def test_errors_are_one_line_and_write_nothing(
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--bogus",), "the following arguments are required: COMMAND (see sgdsim --help)"),
+        (("profile", "--model", "cnn", "--bogus"), "unrecognized arguments: --bogus"),
+        (("profile", "--model", "cnn", "--steps", "x"), "argument --steps: invalid int value"),
+        (("profile", "--model", "cnn", "--model-path", "a:b"), "not allowed with argument"),
+        (("trace", "show"), "the following arguments are required: trace"),
+        (("nosuchcommand",), "argument COMMAND: invalid choice: 'nosuchcommand'"),
+    ],
+)
+def test_usage_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("sgdsim: error: ") and expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "usage:" not in result.stderr

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from simcore import __version__
 from simcore.errors import SgdsimError
@@ -27,8 +28,19 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage mistakes are one line, like every other sgdsim error.
+
+    Subcommand parsers are made with the same class, so this covers every command.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        print(f"sgdsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="sgdsim",
         description="Predict distributed SGD throughput on W workers from a one-worker profile.",
     )
