@@ -7,8 +7,11 @@ per-layer optimizer steps), and the overhead in percent. Not collected by pytest
 
     python tests/bench_profiler.py [--batch-size 8] [--steps 5] [--models mlp,cnn]
 
-Both variants run the same model on the same synthetic batch in the same process, one after the
-other; on a shared or busy machine, compare medians from a quiet run.
+Both variants run the same model on the same synthetic batch in the same process. The plain loop
+runs both before and after the profiled one and its median is taken over both runs, so that
+warm-up and drift (allocator, CPU clocks) do not favour either side. Step times on a VM vary by
+several percent from step to step: an overhead within that spread is noise. Run it on a quiet
+machine; any other busy process inflates both columns.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def profiled_step_times(name: str, batch_size: int, steps: int, warmup: int) -> 
     return [b - a for a, b in itertools.pairwise(ends)][warmup:]
 
 
+def _spread(times: list[float]) -> float:
+    """Coefficient of variation of step times, in percent."""
+    return 100 * statistics.pstdev(times) / statistics.mean(times)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=8)
@@ -74,15 +82,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"after {args.warmup} warm-up, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads"
     )
-    print(f"{'model':<11} {'layers':>6} {'plain step':>12} {'profiled step':>14} {'overhead':>9}")
+    print(
+        f"{'model':<11} {'layers':>6} {'plain step':>12} {'spread':>8} {'profiled step':>14} "
+        f"{'spread':>8} {'overhead':>9} {'per layer':>10}"
+    )
     for name in names:
-        plain = statistics.median(plain_step_times(name, args.batch_size, args.steps, args.warmup))
+        before = plain_step_times(name, args.batch_size, args.steps, args.warmup)
         timed = profiled_step_times(name, args.batch_size, args.steps, args.warmup)
-        profiled = statistics.median(timed)
+        after = plain_step_times(name, args.batch_size, args.steps, args.warmup)
+        plain, profiled = statistics.median(before + after), statistics.median(timed)
         layers = len(profile_model(name, batch_size=1, steps=1, warmup=0).layers)
         print(
-            f"{name:<11} {layers:>6} {plain * 1e3:>9.1f} ms {profiled * 1e3:>11.1f} ms "
-            f"{100 * (profiled / plain - 1):>+8.1f}%"
+            f"{name:<11} {layers:>6} {plain * 1e3:>9.1f} ms {_spread(before + after):>7.1f}% "
+            f"{profiled * 1e3:>11.1f} ms {_spread(timed):>7.1f}% "
+            f"{100 * (profiled / plain - 1):>+8.1f}% {(profiled - plain) / layers * 1e6:>+7.0f} us"
         )
     return 0
 
