@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SgdsimError(f"{figure}: already exists; pass --force to overwrite it")
         curves, model = run(args)
         print(report(curves))
-        title = f"{model}: predicted throughput on one parameter server, {args.network} network"
+        title = f"{model}, one parameter server, {args.network} network (predicted)"
         print(f"\nfigure: {plot(curves, args, title)}")
     except SgdsimError as err:
         print(f"throughput_vs_workers: error: {err}", file=sys.stderr)

@@ -49,6 +49,34 @@ def test_one_worker_is_the_same_under_every_policy(tmp_path: Path) -> None:
         assert curve.examples_per_s == sorted(curve.examples_per_s)
 
 
+def test_saturated_curves_sit_at_the_link_bounds(tmp_path: Path) -> None:
+    """On a slow link every worker-step moves the whole model down and its gradients up.
+
+    Each direction carries at most B / (8 * model bytes) worker-steps per second, so no policy
+    exceeds that. Sync-SGD with processor sharing cannot overlap pulls with pushes across the
+    barrier, and once saturated sits at half of it. (Async-SGD reaches the bound only when its
+    workers spread out; with computation this short they travel in convoys, pulling together and
+    pushing together, and stay well below it.)
+    """
+    from simcore.network import NetworkProfile
+    from simcore.network_io import save_network_profile
+    from simcore.trace.io import load_trace
+
+    bandwidth_bps = 100e6
+    network = save_network_profile(
+        NetworkProfile(latency_s=0.0, bandwidth_bps=bandwidth_bps), tmp_path / "slow.json"
+    )
+    scenario = load("throughput_vs_workers")
+    args = [*SMALL, "--workers", "1,8", "--steps", "60", "--network", str(network)]
+    curves, _ = scenario.run(scenario.parse_args(args))
+    link_bound = bandwidth_bps / (8 * load_trace("cnn-b32").param_nbytes)  # steps/s
+    by_label = {c.label: c.points[-1].steps_per_s.value for c in curves}
+    async_ps = by_label["Async-SGD, processor sharing"]
+    sync_ps = by_label["Sync-SGD, processor sharing"]
+    assert sync_ps <= async_ps <= 1.01 * link_bound
+    assert 0.90 * link_bound / 2 <= sync_ps <= 1.01 * link_bound / 2
+
+
 def point(workers: int, value: float) -> SimpleNamespace:
     return SimpleNamespace(
         config=SimpleNamespace(workers=workers), examples_per_s=SimpleNamespace(value=value)
