@@ -204,3 +204,40 @@ def test_hybrid_summary_names_its_components(
     assert main(["simulate", str(trace_file), "--workers", "3", "--sharing", "hybrid", *FAST]) == 0
     out = capsys.readouterr().out
     assert "sharing hybrid" in out and "mean of fcfs " in out and ", ps " in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "bandwidth_bps", "latency_s"),
+    [
+        ([], 10e9, 0.0),  # the defaults
+        (["--network", "veth-1gbit"], "profile", "profile"),
+        (["--network", "veth-1gbit", "--bandwidth", "5Gbps"], 5e9, "profile"),
+        (["--network", "veth-1gbit", "--latency", "1ms"], "profile", 1e-3),
+    ],
+)
+def test_network_profile_sets_the_link_unless_options_do(
+    trace_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    bandwidth_bps: float | str,
+    latency_s: float | str,
+) -> None:
+    from simcore.network_io import load_network_profile
+
+    profile = load_network_profile("veth-1gbit")
+    args = ["simulate", str(trace_file), "--steps", "30", "--warmup", "5", "--json", *extra]
+    assert main(args) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    expected_bw = profile.bandwidth_bps if bandwidth_bps == "profile" else bandwidth_bps
+    expected_lat = profile.latency_s if latency_s == "profile" else latency_s
+    assert config["bandwidth_bps"] == pytest.approx(expected_bw)
+    assert config["latency_s"] == pytest.approx(expected_lat)
+
+
+def test_unknown_network_profile_is_one_line(
+    trace_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", str(trace_file), "--network", "nope", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "nope: no such file, and not a shipped sample; samples: loopback, veth-1gbit" in err
+    assert err.count("\n") == 1

@@ -18,6 +18,8 @@ from typing import Any
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import TimelineSpan, chrome_trace
+from simcore.network import NetworkProfile
+from simcore.network_io import load_network_profile
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES
 from simcore.sim.results import Timeline, result_to_dict, timeline_to_dict
@@ -36,6 +38,9 @@ MAX_WORKERS_LISTED = 4096
 PROGRESS_MIN_OPS = 2_000_000  # simulated ops; about 5 s at the engine's usual rate
 
 
+DEFAULT_BANDWIDTH = "10Gbps"
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate",
@@ -51,7 +56,15 @@ def register(subparsers: Any) -> None:
         help="trace file or sample name; several = one per worker type",
     )
     p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-16 (default 1)")
-    p.add_argument("--bandwidth", default="10Gbps", help="server link bandwidth (default 10Gbps)")
+    p.add_argument(
+        "--bandwidth",
+        help=f"server link bandwidth (default: --network's, else {DEFAULT_BANDWIDTH})",
+    )
+    p.add_argument(
+        "--network",
+        help="measured network profile, a file or sample (`sgdsim network show`): its bandwidth "
+        "and per-transfer latency, unless --bandwidth / --latency say otherwise",
+    )
     p.add_argument(
         "--arch",
         choices=ARCHS,
@@ -98,7 +111,9 @@ def register(subparsers: Any) -> None:
         "--parse-alpha", type=float, default=0.0, help="parsing overhead per byte, seconds/byte"
     )
     p.add_argument("--parse-beta", default="0s", help="parsing overhead per transfer, e.g. 50us")
-    p.add_argument("--latency", default="0s", help="latency per transfer, e.g. 100us")
+    p.add_argument(
+        "--latency", help="latency per transfer, e.g. 100us (default: --network's, else 0)"
+    )
     p.add_argument("--servers", type=int, default=1, help="parameter servers (default 1)")
     p.add_argument(
         "--placement", default="greedy", help="greedy, round-robin, or a JSON file {layer: server}"
@@ -110,7 +125,8 @@ def register(subparsers: Any) -> None:
         "--jitter",
         choices=JITTERS,
         default="none",
-        help="resample: each op's duration drawn from its profiled values (default none)",
+        help="resample: each op's duration drawn from its profiled values; exponential: "
+        "durations and transfer sizes exponential around the profiled ones (default none)",
     )
     p.add_argument(
         "--jitter-cv",
@@ -179,11 +195,18 @@ def _placement(text: str) -> str | dict[str, int]:
     return data
 
 
-def build_config(args: argparse.Namespace, workers: int) -> SimulationConfig:
-    """The SimulationConfig the arguments describe, for ``workers`` workers."""
+def build_config(
+    args: argparse.Namespace, workers: int, network: NetworkProfile | None = None
+) -> SimulationConfig:
+    """The SimulationConfig the arguments describe, for ``workers`` workers.
+
+    ``network`` (loaded from ``--network``) supplies the bandwidth and latency that
+    ``--bandwidth`` and ``--latency`` leave open.
+    """
+    bandwidth_bps, latency_s = _link(args, network)
     return SimulationConfig(
         workers=workers,
-        bandwidth_bps=parse_bandwidth(args.bandwidth, name="--bandwidth"),
+        bandwidth_bps=bandwidth_bps,
         arch=args.arch,
         mode=args.mode,
         sharing=args.sharing,
@@ -200,7 +223,7 @@ def build_config(args: argparse.Namespace, workers: int) -> SimulationConfig:
         window_bytes=parse_size(args.window, name="--window"),
         parse_alpha_s_per_byte=args.parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
-        latency_s=parse_duration(args.latency, name="--latency", positive=False),
+        latency_s=latency_s,
         servers=args.servers,
         placement=_placement(args.placement),
         worker_bandwidth_bps=None
@@ -214,13 +237,27 @@ def build_config(args: argparse.Namespace, workers: int) -> SimulationConfig:
     )
 
 
+def _link(args: argparse.Namespace, network: NetworkProfile | None) -> tuple[float, float]:
+    """(bandwidth in bit/s, latency in s): the options first, then the network profile."""
+    if args.bandwidth is not None:
+        bandwidth_bps = parse_bandwidth(args.bandwidth, name="--bandwidth")
+    else:
+        bandwidth_bps = network.bandwidth_bps if network else parse_bandwidth(DEFAULT_BANDWIDTH)
+    if args.latency is not None:
+        latency_s = parse_duration(args.latency, name="--latency", positive=False)
+    else:
+        latency_s = network.latency_s if network else 0.0
+    return bandwidth_bps, latency_s
+
+
 def run(args: argparse.Namespace) -> int:
     counts = parse_workers(args.workers)
     if args.timeline is not None:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
-    configs = [build_config(args, w) for w in counts]  # every config checked before running
+    network = load_network_profile(args.network) if args.network else None
+    configs = [build_config(args, w, network) for w in counts]  # all checked before running
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
         validate(traces, config)
