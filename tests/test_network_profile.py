@@ -303,7 +303,11 @@ def test_netns_testbed_measures_the_shaped_rate() -> None:
         )
     except ConfigError as err:  # e.g. root in a container without CAP_SYS_ADMIN
         pytest.skip(f"netns testbed not permitted here: {err}")
-    assert profile.bandwidth_bps == pytest.approx(1e9, rel=0.25)
+    # The shaper caps the rate (unshaped, this path runs at 15+ Gbit/s), so the fit may not exceed
+    # it. From below, only CPU starvation (host steal time, a busy 2-core VM late in a long test
+    # run) slows the ping-pong: we have measured 880-915 Mbit/s alone and 630 Mbit/s at the end
+    # of the full suite. A wrong rate, such as bytes taken for bits, is off by 8x either way.
+    assert 0.5e9 <= profile.bandwidth_bps <= 1.05e9
     assert "tbf" in profile.endpoints
     assert namespaces() == before  # only what it created was created, and it is gone
 
