@@ -21,7 +21,7 @@ from simcore.trace.model import Trace
 ARCHS = ("ps", "allreduce")
 MODES = ("async", "sync")
 CAP_MODES = ("clip", "maxmin")
-JITTERS = ("none", "resample")
+JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
 HYBRID = "hybrid"
 
@@ -62,8 +62,11 @@ class SimulationConfig:
     speed_factors : per worker, its compute speed relative to the profiled one (2.0 = forward and
         backward take half the time); None = all 1.
     worker_types : per worker, the index of its trace when several traces are given.
-    jitter : ``"none"`` or ``"resample"`` (each op's duration drawn from that op's profiled
-        values independently, instead of whole profiled steps).
+    jitter : ``"none"``, ``"resample"`` (each op's duration drawn from that op's profiled
+        values independently, instead of whole profiled steps) or ``"exponential"`` (in each
+        sampled step, every computation op's duration and every transfer's size drawn from an
+        exponential distribution with the profiled value as its mean: the service times of
+        product-form queueing theory, for checks against analytic models).
     jitter_cv : extra multiplicative noise on computation durations, coefficient of variation.
     timeline : record every op (memory then grows with the number of steps).
     """

@@ -7,7 +7,8 @@ and waits on a barrier event. Inside a step, ops are driven by timeout callbacks
 
 Step semantics (TPDS'22 Alg. 1, ICPE'20 Alg. 3.1):
 
-- a step is one profiled step sampled with replacement (seeded), optionally with per-op jitter;
+- a step is one profiled step sampled with replacement (seeded), optionally with per-op jitter
+  (or, with ``jitter="exponential"``, exponential durations and transfer sizes);
 - a step starts by making every op without dependencies ready (the pulls) and ends when all its
   ops have completed; at t=0 and at every barrier the workers start in index order 0..W-1;
 - ``e_w[n]``, the end of worker w's step n, is the completion of its last op (async) or the
@@ -212,6 +213,8 @@ class Engine:
             table = np.asarray(rows)
             picks = rng.integers(len(rows), size=table.shape[1])
             row = table[picks, np.arange(table.shape[1])]
+        if cfg.jitter == "exponential":  # computation here, transfer sizes in _begin
+            row = np.where(self._computation[w], rng.exponential(row), row)
         if cfg.jitter_cv > 0.0:  # computation only: latency stays fixed, transfers are 0 here
             factor = np.maximum(0.0, 1.0 + cfg.jitter_cv * rng.standard_normal(row.shape))
             row = np.where(self._computation[w], row * factor, row)
@@ -219,7 +222,11 @@ class Engine:
         return out
 
     def _begin(self, w: int, step: int) -> None:
-        self.workers[w].begin(step, self._durations(w))
+        durations = self._durations(w)
+        if self.config.jitter == "exponential":  # each transfer's bits, mean the op's size
+            bits = self.dags[self.worker_dag[w]].bits
+            self.workers[w].bits = tuple(self.rngs[w].exponential(bits).tolist())
+        self.workers[w].begin(step, durations)
 
     def _on_step_end(self, state: WorkerState) -> None:
         if self.config.mode == "async":

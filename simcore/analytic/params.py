@@ -1,0 +1,132 @@
+"""Coarse parameters of the TPDS'22 models, and the cluster a prediction is made for.
+
+The coarse models see one SGD step as four phases: downlink, compute (forward then backward),
+uplink, update. From a trace they need, per worker type, the mean forward time T_F, backward time
+T_B and server update time T_S over the profiled steps, and the model size M (TPDS'22 2.1.2,
+Table 3); the bandwidth B comes from the caller (or a measured network profile).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcore.errors import ConfigError
+from simcore.network import NetworkProfile
+from simcore.trace.model import OpKind, Trace
+
+__all__ = ["Cluster", "WorkerType", "bandwidth_of", "worker_type_from_trace"]
+
+
+def _check_time(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name}: must be a finite number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class WorkerType:
+    """The coarse parameters of one kind of worker.
+
+    Attributes
+    ----------
+    name : a label (the trace's model name, or anything).
+    forward_s : T_F, seconds of forward computation per step.
+    backward_s : T_B, seconds of backward computation per step.
+    update_s : T_S, seconds the parameter server spends applying one step's gradients.
+    model_nbytes : M, bytes pulled (and pushed) per step.
+    batch_size : examples per step.
+    """
+
+    name: str
+    forward_s: float
+    backward_s: float
+    update_s: float
+    model_nbytes: int
+    batch_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check_time("forward_s", self.forward_s)
+        _check_time("backward_s", self.backward_s)
+        _check_time("update_s", self.update_s)
+        if isinstance(self.model_nbytes, bool) or not isinstance(self.model_nbytes, int):
+            raise ConfigError(f"model_nbytes: must be an integer, got {self.model_nbytes!r}")
+        if self.model_nbytes < 0:
+            raise ConfigError(f"model_nbytes: must be >= 0, got {self.model_nbytes}")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
+            raise ConfigError(f"batch_size: must be an integer >= 1, got {self.batch_size!r}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size: must be an integer >= 1, got {self.batch_size}")
+
+    @property
+    def compute_s(self) -> float:
+        """T_C = T_F + T_B, seconds."""
+        return self.forward_s + self.backward_s
+
+    def transfer_s(self, bandwidth_bps: float) -> float:
+        """M / B: seconds to move the model once over a link of ``bandwidth_bps`` alone."""
+        return 8.0 * self.model_nbytes / bandwidth_bps
+
+
+def worker_type_from_trace(trace: Trace) -> WorkerType:
+    """T_F, T_B, T_S (means over the profiled steps of the per-op sums) and M of ``trace``.
+
+    M is the sum of the bytes of the trace's pull ops. Ops of kind ``other`` are not counted.
+    """
+    steps = range(trace.n_steps)
+
+    def mean(kind: OpKind) -> float:
+        return sum(trace.phase_time_s(s, kind) for s in steps) / trace.n_steps
+
+    return WorkerType(
+        name=trace.metadata.model_name,
+        forward_s=mean(OpKind.FORWARD),
+        backward_s=mean(OpKind.BACKWARD),
+        update_s=mean(OpKind.UPDATE),
+        model_nbytes=sum(op.nbytes or 0 for op in trace.ops_of_kind(OpKind.PULL)),
+        batch_size=trace.metadata.batch_size,
+    )
+
+
+def bandwidth_of(profile: NetworkProfile) -> float:
+    """B from a measured network profile, bit/s (its fitted latency is not part of the model)."""
+    return profile.bandwidth_bps
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``counts[i]`` workers of type ``worker_types[i]`` and one parameter server (or a ring).
+
+    ``bandwidth_bps`` is B: the parameter server's link per direction (for ring AllReduce, each
+    worker's link), bit/s.
+    """
+
+    worker_types: tuple[WorkerType, ...]
+    counts: tuple[int, ...]
+    bandwidth_bps: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "worker_types", tuple(self.worker_types))
+        object.__setattr__(self, "counts", tuple(self.counts))
+        if not self.worker_types:
+            raise ConfigError("worker_types: at least one worker type is needed")
+        if len(self.counts) != len(self.worker_types):
+            raise ConfigError(
+                f"counts: needs one count per worker type ({len(self.worker_types)}), "
+                f"got {len(self.counts)}"
+            )
+        for count in self.counts:
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"counts: each count must be an integer >= 1, got {count!r}")
+        b = self.bandwidth_bps
+        if not (isinstance(b, int | float) and math.isfinite(b) and b > 0):
+            raise ConfigError(f"bandwidth_bps: must be a finite number > 0, got {b!r}")
+
+    @classmethod
+    def homogeneous(cls, worker: WorkerType, workers: int, bandwidth_bps: float) -> Cluster:
+        """``workers`` identical workers of type ``worker``."""
+        return cls((worker,), (workers,), bandwidth_bps)
+
+    @property
+    def workers(self) -> int:
+        """K, the total number of workers."""
+        return sum(self.counts)

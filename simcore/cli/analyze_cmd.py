@@ -1,0 +1,152 @@
+"""``sgdsim analyze``: the TPDS'22 coarse-grained predictions for a range of worker counts.
+
+Async-SGD solves the closed queueing network of TPDS'22 Fig. 5 by mean value analysis and prints
+the processor-sharing (Eq. 4), FCFS (Eq. 3), hybrid (Eq. 5) and overlap-corrected (Eq. 6)
+throughputs; Sync-SGD prints Eq. 7 (PS), 8 (FCFS), 9 (hybrid), 10 (hybrid with overlap) and
+ring AllReduce (Eq. 11). Milliseconds per worker count, against seconds for ``sgdsim simulate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_async
+from simcore.analytic.mva import SOLVERS
+from simcore.analytic.params import Cluster, WorkerType, bandwidth_of, worker_type_from_trace
+from simcore.analytic.sync_model import predict_sync
+from simcore.cli.simulate_cmd import parse_workers
+from simcore.errors import ConfigError
+from simcore.network_io import load_network_profile
+from simcore.sim.config import MODES
+from simcore.trace.io import load_trace
+from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_bandwidth
+
+ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
+SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
+Row = dict[str, Any]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="coarse analytic predictions (TPDS'22 queueing model and closed forms)",
+        description="Predict throughput with the TPDS'22 coarse-grained models: mean value "
+        "analysis of the Async-SGD queueing network, or the Sync-SGD closed forms. "
+        "--workers takes a count, a list (1,2,4) or a range (1-64).",
+    )
+    p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
+    p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-64 (default 1)")
+    link = p.add_mutually_exclusive_group()
+    link.add_argument("--bandwidth", help="server link bandwidth B (default 10Gbps)")
+    link.add_argument("--network", help="take B from a network profile (file or sample name)")
+    p.add_argument("--mode", choices=MODES, default="async", help="Async- or Sync-SGD")
+    p.add_argument(
+        "--rho-t",
+        type=float,
+        default=DEFAULT_RHO_T,
+        help=f"hybrid threshold on the FCFS link utilization (Eq. 5; default {DEFAULT_RHO_T})",
+    )
+    p.add_argument(
+        "--overlap-rule",
+        choices=OVERLAP_RULES,
+        default="reselect",
+        help="Eq. 6's second solve: pick FCFS/PS again (reselect) or keep the first pick",
+    )
+    p.add_argument("--solver", choices=SOLVERS, default="auto", help="MVA solver (default auto)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run)
+
+
+def _bandwidth(args: argparse.Namespace) -> float:
+    if args.network is not None:
+        return bandwidth_of(load_network_profile(args.network))
+    return parse_bandwidth(args.bandwidth or "10Gbps", name="--bandwidth")
+
+
+def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:
+    return {"examples_per_s": examples_per_s, "steps_per_s": steps_per_s}
+
+
+def analyze_row(args: argparse.Namespace, worker: WorkerType, workers: int, b: float) -> Row:
+    """The predictions for ``workers`` workers, as a JSON-ready row."""
+    cluster = Cluster.homogeneous(worker, workers, b)
+    if args.mode == "sync":
+        s = predict_sync(cluster)
+        row: Row = {"workers": workers, "solver": "closed form"}
+        for name in SYNC_COLUMNS:
+            est = getattr(s, name)
+            row[name] = {**_rate(est.steps_per_s, est.examples_per_s), "step_s": est.step_s}
+        return row
+    a = predict_async(cluster, rho_t=args.rho_t, overlap_rule=args.overlap_rule, solver=args.solver)
+    row = {"workers": workers, "solver": a.solver}
+    for name in ASYNC_COLUMNS:
+        sol = getattr(a, name)
+        row[name] = {
+            **_rate(sol.steps_per_s, sol.examples_per_s),
+            "links": sol.links,
+            "link_utilization": sol.link_utilization,
+        }
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = parse_workers(args.workers)
+    if min(counts) < 1:
+        raise ConfigError(f"--workers: counts must be >= 1, got {min(counts)}")
+    if not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
+        raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
+    b = _bandwidth(args)
+    trace = load_trace(args.trace)
+    worker = worker_type_from_trace(trace)
+    rows = [analyze_row(args, worker, w, b) for w in counts]
+    if args.json:
+        doc = {
+            "trace": trace.source,
+            "model": trace.metadata.model_name,
+            "mode": args.mode,
+            "bandwidth_bps": b,
+            "rho_t": args.rho_t,
+            "overlap_rule": args.overlap_rule,
+            "params": {
+                "forward_s": worker.forward_s,
+                "backward_s": worker.backward_s,
+                "update_s": worker.update_s,
+                "model_nbytes": worker.model_nbytes,
+                "batch_size": worker.batch_size,
+            },
+            "rows": rows,
+        }
+        print(json.dumps(doc, allow_nan=False))
+    else:
+        print(format_table(args, worker, b, rows))
+    return 0
+
+
+def format_table(args: argparse.Namespace, worker: WorkerType, b: float, rows: list[Row]) -> str:
+    """The text table: per worker count, examples/s and steps/s of every model."""
+    sync = args.mode == "sync"
+    columns = SYNC_COLUMNS if sync else ASYNC_COLUMNS
+    what = (
+        "Sync-SGD, Eq. 7 (ps), 8 (fcfs), 9 (hybrid), 10 (overlap), 11 (allreduce)"
+        if sync
+        else f"Async-SGD, MVA of Fig. 5; hybrid Eq. 5 with rho_T {args.rho_t:g}, "
+        f"overlap Eq. 6 ({args.overlap_rule})"
+    )
+    lines = [
+        f"{worker.name}, batch {worker.batch_size}/worker: T_F {format_seconds(worker.forward_s)}, "
+        f"T_B {format_seconds(worker.backward_s)}, T_S {format_seconds(worker.update_s)}, "
+        f"M {format_bytes(worker.model_nbytes)}; B {format_bandwidth(b)}",
+        what,
+        f"{'':>4} " + " ".join(f"{name:>19}" for name in columns),
+        f"{'W':>4} " + " ".join(f"{'examples/s':>10} {'steps/s':>8}" for _ in columns) + "  solver",
+    ]
+    for row in rows:
+        cells = " ".join(
+            f"{row[n]['examples_per_s']:>10.4g} {row[n]['steps_per_s']:>8.4g}" for n in columns
+        )
+        extra = row["solver"] if sync else f"{row['solver']}; hybrid = {row['hybrid']['links']}"
+        lines.append(f"{row['workers']:>4} {cells}  {extra}")
+    return "\n".join(lines)
