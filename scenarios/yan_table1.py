@@ -1,0 +1,260 @@
+"""Which of the eight 20-machine configurations of Yan et al.'s Table 1 trains fastest?
+
+Question
+    Yan et al. (KDD'15, section 6.2.2, Table 1) rank eight configurations of 20 machines -
+    workers per model replica (W), model replicas (R) and parameter servers (PS) - for an MNIST
+    and an ImageNet-22K network trained on Adam, and report that their model's ranking matched
+    the measured one. Does our implementation of their model (sections 4 and 5) rank the
+    configurations the same way?
+
+Setup
+    - networks: the built-in ``mnist()`` and ``imagenet22k()`` layer descriptions (per-layer
+      sizes are our assumptions; see :mod:`simcore.analytic.yan.networks`);
+    - hardware: the paper's cluster as we read it (section 6.1: 16-core Xeon E5-2450 servers,
+      268.8 GFLOP/s, one 10 Gbit/s NIC, 16 training threads). The per-operation costs are
+      assumed, not measured on that cluster (the constants below); ``--measure`` uses this
+      machine's instead (``profilers.hw_constants``);
+    - a replica reads the weights every 70 samples (section 6.2); the read time sits halfway
+      between its bounds (Eq. 10, 11);
+    - for each configuration the optimizer (greedy mapping + DP, section 5.3) picks the
+      per-layer partitions, threads and layer replicas; the configurations are ranked by the
+      epoch time it finds.
+
+What we can compare with
+    Our copy of the paper lost the body of Table 1. The text still states: the best MNIST
+    configuration is <2 W, 9 R, 2 PS>, and it beats <1 W, 18 R, 2 PS>; with 12 or more
+    one-worker replicas, trading replicas for parameter servers slows MNIST down; the best
+    ImageNet-22K configuration is <4 W, 4 R, 4 PS>. The eight configurations below are our
+    reconstruction of the table's rows from those statements (all use 20 machines, W <= 4 as
+    the paper's footnote 7 requires); only the statements above are checked, and the printed
+    summary says which hold.
+
+Run ``python scenarios/yan_table1.py --help`` for the knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simcore.analytic.yan import (
+    HardwareConstants,
+    Network,
+    SearchResult,
+    SearchSpace,
+    imagenet22k,
+    mnist,
+    polynomial_search,
+)
+from simcore.errors import SgdsimError
+
+MACHINES = 20
+THREADS_PER_MACHINE = 16
+# The paper's cluster, section 6.1. Peak 268.8 GFLOP/s over 16 cores is 8.4 G multiply-adds/s
+# per core (1.2e-10 s each); we assume a third of peak is reached.
+MULADD_S = 3.6e-10
+ACT_S = 5e-9  # a sigmoid, about ten cycles at 2.1 GHz (assumed)
+ERR_S = 5e-9  # an error term delta * f'(a) (assumed)
+INTERFERENCE_PER_EXTRA_THREAD = 0.02  # C_interf(H) = 1 + 0.02 (H - 1) (assumed, mild)
+LATENCY_S = 50e-6
+BANDWIDTH_BPS = 10e9
+READ_EVERY_SAMPLES = 70
+READ_BOUND = 0.5  # M_w halfway between M_w^min and M_w^max
+THREAD_CHOICES = (1, 2, 4, 8, 16)
+
+# (workers per replica, model replicas, parameter servers); our reconstruction of Table 1.
+CONFIGURATIONS = (
+    (2, 9, 2),
+    (1, 18, 2),
+    (1, 16, 4),
+    (1, 12, 8),
+    (2, 8, 4),
+    (2, 6, 8),
+    (4, 4, 4),
+    (4, 3, 8),
+)
+# The paper's best configuration per network (section 6.2.2), as (W, R, PS).
+PAPER_BEST = {"mnist": (2, 9, 2), "imagenet22k": (4, 4, 4)}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One configuration's best plan and epoch time, and its rank among the eight."""
+
+    wrp: tuple[int, int, int]
+    result: SearchResult
+    rank: int
+
+
+def paper_hardware() -> HardwareConstants:
+    interference = tuple(
+        1.0 + INTERFERENCE_PER_EXTRA_THREAD * h for h in range(THREADS_PER_MACHINE)
+    )
+    return HardwareConstants(MULADD_S, ACT_S, ERR_S, interference, LATENCY_S, BANDWIDTH_BPS)
+
+
+def label(wrp: tuple[int, int, int]) -> str:
+    return f"<{wrp[0]} W, {wrp[1]} R, {wrp[2]} PS>"
+
+
+def rank(
+    network: Network,
+    hw: HardwareConstants,
+    threads: tuple[int, ...],
+    read_bound: float = READ_BOUND,
+) -> list[Ranked]:
+    """Optimize each configuration's per-layer plan; sort the eight by epoch time."""
+    results = []
+    for w, r, ps in CONFIGURATIONS:
+        space = SearchSpace(
+            machines=MACHINES,
+            threads=threads,
+            resources=((ps, r, w),),
+            read_every_samples=READ_EVERY_SAMPLES,
+            read_bound=read_bound,
+        )
+        results.append(((w, r, ps), polynomial_search(network, hw, space)))
+    results.sort(key=lambda item: item[1].epoch_s)
+    return [Ranked(wrp, result, i + 1) for i, (wrp, result) in enumerate(results)]
+
+
+def plan_text(result: SearchResult) -> str:
+    """Per-layer partitions/threads/replicas, e.g. '2/16/1 2/16/1 1/16/2'."""
+    return " ".join(f"{p.partitions}/{p.threads}/{p.replicas}" for p in result.config.plans)
+
+
+def report(network: Network, ranked: Sequence[Ranked]) -> str:
+    lines = [
+        f"\n{network.name}: {len(network.layers)} layers, "
+        f"{sum(x.connections for x in network.layers) / 1e6:,.1f} M connections, "
+        f"{network.samples_per_epoch:,} samples per epoch"
+    ]
+    lines.append(
+        f"  {'ours':>4} {'paper':>5}  {'configuration':<20} {'epoch min':>10} "
+        f"{'PS reads':>9}  per-layer P/H/R"
+    )
+    best = PAPER_BEST[network.name]
+    for item in ranked:
+        epoch = item.result.epoch
+        paper = "1" if item.wrp == best else "?"
+        lines.append(
+            f"  {item.rank:>4} {paper:>5}  {label(item.wrp):<20} {epoch.epoch_s / 60:>10.2f} "
+            f"{epoch.read_s / epoch.epoch_s:>9.0%}  {plan_text(item.result)}"
+        )
+    lines.extend(f"  {text}" for text in checks(network.name, ranked))
+    return "\n".join(lines)
+
+
+def checks(name: str, ranked: Sequence[Ranked]) -> list[str]:
+    """The paper's statements about Table 1, each marked as holding or not in our ranking."""
+    order = {item.wrp: item.rank for item in ranked}
+    claims = [(f"paper's best {label(PAPER_BEST[name])} is our #1", order[PAPER_BEST[name]] == 1)]
+    if name == "mnist":
+        claims.append(
+            ("<2 W, 9 R, 2 PS> beats <1 W, 18 R, 2 PS>", order[(2, 9, 2)] < order[(1, 18, 2)])
+        )
+        one_worker = [order[(1, 18, 2)], order[(1, 16, 4)], order[(1, 12, 8)]]
+        claims.append(
+            (
+                "one-worker replicas slow down as PS replace replicas (18/2, 16/4, 12/8)",
+                one_worker == sorted(one_worker),
+            )
+        )
+    return [f"[{'holds' if ok else 'FAILS'}] {text}" for text, ok in claims]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--network", choices=("mnist", "imagenet22k", "both"), default="both")
+    parser.add_argument(
+        "--threads", type=_int_list, default=THREAD_CHOICES, help="H choices, e.g. 1,16"
+    )
+    parser.add_argument(
+        "--read-bound",
+        type=_unit_interval,
+        default=READ_BOUND,
+        help="where M_w sits between its bounds: 0 best case (Eq. 11), 1 worst (Eq. 10)",
+    )
+    parser.add_argument(
+        "--measure", action="store_true", help="use this machine's measured C_muladd etc."
+    )
+    return parser.parse_args(argv)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(sorted({int(v) for v in text.split(",")}))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1 or max(values) > THREADS_PER_MACHINE:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected thread counts in 1..{THREADS_PER_MACHINE} like 1,4,16"
+        )
+    return values
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number in [0, 1]")
+    return value
+
+
+def hardware(measure: bool) -> HardwareConstants:
+    if not measure:
+        return paper_hardware()
+    from profilers.hw_constants import measure_hardware_constants
+
+    return measure_hardware_constants(
+        max_threads=THREADS_PER_MACHINE, latency_s=LATENCY_S, bandwidth_bps=BANDWIDTH_BPS
+    )
+
+
+DISCUSSION = """
+Discussion (of the default run; the numbers depend on assumed constants)
+  - ImageNet-22K: our #1 is the paper's, <4 W, 4 R, 4 PS>: the 22,000-way output layer makes
+    weight reads heavy, and four workers per replica read from min(N_ps, N_wr) = 4 servers at
+    once (Eq. 11). Under the worst-case reads alone (--read-bound 1) <4 W, 3 R, 8 PS> wins.
+  - MNIST: we rank <4 W, 4 R, 4 PS> first, not the paper's <2 W, 9 R, 2 PS>. Our C_muladd is
+    one constant, so cutting a layer in four is as efficient as cutting it in two; the paper
+    measured sub-linear MNIST speedup from 2 to 4 workers (its Fig. 8), a cache and message
+    effect that one constant cannot show. We do reproduce the paper's explanation of why
+    <2 W, 9 R, 2 PS> beats <1 W, 18 R, 2 PS>: a one-worker replica reads from one server.
+  - Trading one-worker replicas for servers (18/2 -> 16/4 -> 12/8) speeds MNIST up in our model
+    unless reads are near their best case (--read-bound 0): Eq. 10 charges every read with
+    N_mr, and T_epoch counts N_sample / N_read reads whatever the number of replicas, so fewer
+    replicas shorten the reads more than they lengthen the computation.
+  - Adam's measurements cannot be rerun, and the per-layer sizes, the per-operation costs and
+    where M_w lies between its bounds are our assumptions; the rows other than the paper's
+    stated best are our reconstruction, so '?' marks ranks the paper's text does not give."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        hw = hardware(args.measure)
+        names = ("mnist", "imagenet22k") if args.network == "both" else (args.network,)
+        print(
+            f"{MACHINES} machines; C_muladd {hw.muladd_s:.2e} s, C_act {hw.act_s:.2e} s, "
+            f"C_err {hw.err_s:.2e} s, C_interf(16) {hw.interf(16):.2f}, "
+            f"{hw.bandwidth_bps / 1e9:g} Gbit/s + {hw.latency_s * 1e6:.0f} us; reads every "
+            f"{READ_EVERY_SAMPLES} samples, M_w at {args.read_bound:g} between its bounds; "
+            f"H in {args.threads}"
+        )
+        for name in names:
+            network = mnist() if name == "mnist" else imagenet22k()
+            print(report(network, rank(network, hw, args.threads, args.read_bound)))
+        print(DISCUSSION)
+    except SgdsimError as err:
+        print(f"yan_table1: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
