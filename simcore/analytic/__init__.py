@@ -7,7 +7,9 @@ the simulator takes seconds:
 - :mod:`.network` and :mod:`.mva`: closed multi-class queueing networks and their mean value
   analysis (exact singleton recursion, exact grouped recursion, Bard-Schweitzer);
 - :mod:`.async_model`: Async-SGD as the closed network of Fig. 5 (Eq. 1-6);
-- :mod:`.sync_model`: Sync-SGD step times (Eq. 7-11).
+- :mod:`.sync_model`: Sync-SGD step times (Eq. 7-11);
+- :mod:`.advisor`: ranks data-parallel configurations for a machine budget and confirms the best
+  with the simulator (so it imports :mod:`simcore.sim`; import it from its module).
 """
 
 from simcore.analytic.async_model import (

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "simcore.cli.trace_cmd",
     "simcore.cli.simulate_cmd",
     "simcore.cli.analyze_cmd",
+    "simcore.cli.advise_cmd",
     "simcore.cli.network_cmd",
 )
 

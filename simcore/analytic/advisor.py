@@ -1,0 +1,452 @@
+"""A configuration advisor for data-parallel jobs: which setup to rent for a machine budget.
+
+Given a trace, a budget of N machines and the bandwidth B of each machine's link, :func:`advise`
+enumerates every data-parallel configuration that fits the budget (:func:`enumerate_candidates`)
+and ranks them by throughput and, when a price per machine-hour is given, by cost per million
+examples. The analytic models (TPDS'22 section 2.1 and 3.1) predict every candidate in
+milliseconds; the simulator then confirms the ``confirm_top`` best of them. A candidate is ranked
+by its simulated throughput when it was simulated, by its analytic one otherwise; every
+:class:`Ranked` says which.
+
+Candidates
+----------
+- ``ps``: W workers and 1 or 2 parameter servers (W + servers machines), Async- or Sync-SGD, and
+  a sharing assumption for the servers' links: ``ps`` (processor sharing), ``fcfs`` or
+  ``hybrid``. The sharing assumption is not a setting one rents; it is how one expects the real
+  network to behave, so each is ranked separately and one can see how much the answer depends on it.
+- ``allreduce``: W workers in a ring (W machines), Sync-SGD only (sharing ``allreduce``).
+
+Which analytic prediction
+-------------------------
+- PS Async-SGD: the MVA solution of TPDS'22 Fig. 5 that matches the sharing assumption: Eq. 4
+  (``ps``), Eq. 3 (``fcfs``), Eq. 5's pick between them (``hybrid``). The overlap correction
+  (Eq. 6) is not used: it exists only on top of the hybrid pick, so it has no per-assumption
+  variant; the simulator, which replays the trace's real per-layer overlap, confirms the top.
+- PS Sync-SGD: Eq. 7 (``ps``), Eq. 8 (``fcfs``), Eq. 9 (``hybrid``); again not Eq. 10.
+- Ring AllReduce: Eq. 11.
+
+The analytic ``hybrid`` is Eq. 5's pick (async) or Eq. 9's mean step time (sync); the simulator's
+``hybrid`` averages the ``fcfs`` and ``ps`` throughputs (TPDS'22 3.2.1). They differ a little.
+
+Two parameter servers (an approximation)
+----------------------------------------
+The coarse models assume one server. With two, the layers are split between the servers by the
+simulator's greedy placement (fewest bytes first); let f >= 1/2 be the busier server's share of
+the model's bytes. Then, per step and direction:
+
+- the busier server's link carries f·M per worker, so its transfers take f·M/B (it paces the job);
+- each worker's own NIC still carries all M bytes, so one transfer takes at least M/B; the model
+  adds the difference (1 - f)·M/B per direction to the worker's compute time as a fixed delay;
+- the server applies the updates of its own layers: T_S is scaled by f as well.
+
+That is exact for one worker (f·M/B + (1 - f)·M/B = M/B) and has the right asymptote when the
+server links saturate (throughput bounded by B/(f·M) per direction). In between it is pessimistic:
+it adds the NIC time to the queueing time where the two overlap in reality. It ignores that the
+two servers' links are not perfectly balanced in time (only in bytes). The simulator (with the
+same placement and each worker's NIC modelled) confirms the top candidates.
+
+Saturation
+----------
+:func:`saturation_point`: per family (a candidate without its worker count), the smallest W from
+which every further worker adds under 5% throughput (:data:`SATURATION_GAIN`), on the analytic
+curve W = 1, 2, ... up to the budget; None when the last worker still adds 5% or more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from simcore.analytic.async_model import predict_async
+from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
+from simcore.analytic.sync_model import predict_sync
+from simcore.errors import ConfigError
+from simcore.sim import Estimate, SimulationConfig, simulate, validate
+from simcore.sim.dag import assign_servers
+from simcore.trace.model import Trace
+
+__all__ = [
+    "DEFAULT_SEED",
+    "DEFAULT_SIM_STEPS",
+    "PS_SHARINGS",
+    "SATURATION_GAIN",
+    "Advice",
+    "Candidate",
+    "Ranked",
+    "Saturation",
+    "advise",
+    "analytic_examples_per_s",
+    "busiest_server_share",
+    "cost_per_million_examples",
+    "effective_worker",
+    "enumerate_candidates",
+    "saturation_point",
+]
+
+PS_SHARINGS = ("ps", "fcfs", "hybrid")
+MAX_SERVERS = 2
+SATURATION_GAIN = 0.05  # one more worker adding less than this share of throughput: saturated
+DEFAULT_SIM_STEPS = 200
+DEFAULT_SEED = 1
+MIN_SIM_STEPS = 20
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One data-parallel configuration.
+
+    ``arch`` is ``"ps"`` or ``"allreduce"``; ``mode`` ``"async"`` or ``"sync"`` (allreduce: sync);
+    ``sharing`` the link sharing assumption (``ps``/``fcfs``/``hybrid``; ``allreduce`` for the
+    ring); ``servers`` parameter servers (1 or 2; 1 for the ring, which has none).
+    """
+
+    arch: str
+    mode: str
+    sharing: str
+    workers: int
+    servers: int = 1
+
+    @property
+    def machines(self) -> int:
+        """Machines used: workers plus parameter servers (the ring: workers only)."""
+        return self.workers + (self.servers if self.arch == "ps" else 0)
+
+    @property
+    def family(self) -> str:
+        """The configuration without its worker count, e.g. ``PS sync, fcfs links, 2 servers``."""
+        if self.arch == "allreduce":
+            return "AllReduce sync"
+        plural = "s" if self.servers > 1 else ""
+        return f"PS {self.mode}, {self.sharing} links, {self.servers} server{plural}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.family}, W={self.workers}"
+
+    def sim_config(
+        self, bandwidth_bps: float, *, steps: int, seed: int, latency_s: float = 0.0
+    ) -> SimulationConfig:
+        """The simulator's configuration of this candidate; warm-up is a tenth of ``steps``."""
+        return SimulationConfig(
+            workers=self.workers,
+            bandwidth_bps=bandwidth_bps,
+            arch=self.arch,
+            mode=self.mode,
+            sharing=None if self.arch == "allreduce" else self.sharing,
+            servers=self.servers,
+            steps=steps,
+            warmup_steps=steps // 10,
+            seed=seed,
+            latency_s=latency_s,
+        )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A candidate with its predictions (examples/s) and its cost per million examples.
+
+    ``simulated`` is the simulator's estimate with its 95% CI, None when not simulated;
+    ``cost_per_million_examples`` is None when no price was given.
+    """
+
+    candidate: Candidate
+    analytic_examples_per_s: float
+    simulated: Estimate | None
+    cost_per_million_examples: float | None
+
+    @property
+    def examples_per_s(self) -> float:
+        """The value the ranking uses: simulated when available, else analytic."""
+        return self.analytic_examples_per_s if self.simulated is None else self.simulated.value
+
+    @property
+    def source(self) -> str:
+        """``"simulated"`` or ``"analytic"``: where :attr:`examples_per_s` comes from."""
+        return "analytic" if self.simulated is None else "simulated"
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """The saturation point of one family on its analytic curve W = 1..``max_workers``."""
+
+    family: str
+    workers: int | None  # None: still adding >= 5% at max_workers
+    max_workers: int
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What :func:`advise` returns: every candidate ranked, best first."""
+
+    ranked: tuple[Ranked, ...]
+    saturation: tuple[Saturation, ...]
+    simulated: tuple[Candidate, ...]
+    machines: int
+    bandwidth_bps: float
+    price_per_machine_hour: float | None
+
+    @property
+    def best(self) -> Ranked:
+        return self.ranked[0]
+
+    @property
+    def by_cost(self) -> tuple[Ranked, ...]:
+        """Ranked by cost per million examples, cheapest first (empty without a price)."""
+        priced = [r for r in self.ranked if r.cost_per_million_examples is not None]
+        return tuple(sorted(priced, key=lambda r: r.cost_per_million_examples or 0.0))
+
+
+def enumerate_candidates(machines: int) -> list[Candidate]:
+    """Every candidate using at most ``machines`` machines (at least one worker each)."""
+    out = [Candidate("allreduce", "sync", "allreduce", w) for w in range(1, machines + 1)]
+    for servers in range(1, MAX_SERVERS + 1):
+        for w in range(1, machines - servers + 1):
+            out.extend(
+                Candidate("ps", mode, sharing, w, servers)
+                for mode in ("async", "sync")
+                for sharing in PS_SHARINGS
+            )
+    return out
+
+
+def busiest_server_share(trace: Trace, servers: int) -> float:
+    """f: the share of parameter bytes on the busiest server under greedy placement (1 if none)."""
+    placed = assign_servers(trace, servers, "greedy")
+    load = [0] * servers
+    for layer in trace.layers:
+        load[placed[layer.name]] += layer.param_nbytes
+    total = sum(load)
+    return max(load) / total if total > 0 else 1.0
+
+
+def effective_worker(
+    worker: WorkerType, servers: int, share: float, bandwidth_bps: float
+) -> WorkerType:
+    """The one-server worker type that stands for ``servers`` servers (module docstring).
+
+    ``share`` is f, the busiest server's share of the bytes; one server: ``worker`` unchanged.
+    """
+    if servers == 1:
+        return worker
+    nic_s = (1.0 - share) * worker.transfer_s(bandwidth_bps)
+    return dataclasses.replace(
+        worker,
+        forward_s=worker.forward_s + nic_s,
+        backward_s=worker.backward_s + nic_s,
+        update_s=worker.update_s * share,
+        model_nbytes=round(worker.model_nbytes * share),
+    )
+
+
+def analytic_examples_per_s(
+    candidate: Candidate, worker: WorkerType, bandwidth_bps: float, share: float = 1.0
+) -> float:
+    """The analytic examples/s of ``candidate`` (see "Which analytic prediction")."""
+    eff = effective_worker(worker, candidate.servers, share, bandwidth_bps)
+    cluster = Cluster.homogeneous(eff, candidate.workers, bandwidth_bps)
+    if candidate.arch == "allreduce":
+        return predict_sync(cluster).allreduce.examples_per_s
+    if candidate.mode == "sync":
+        est = getattr(predict_sync(cluster), candidate.sharing)
+    else:
+        est = getattr(predict_async(cluster), candidate.sharing)
+    return float(est.examples_per_s)
+
+
+def cost_per_million_examples(machines: int, price_per_machine_hour: float, eps: float) -> float:
+    """``machines * price / 3600 / eps * 1e6``: the price of a million examples at ``eps``/s."""
+    return machines * price_per_machine_hour / 3600.0 / eps * 1e6 if eps > 0 else math.inf
+
+
+def saturation_point(
+    workers: Sequence[int], examples_per_s: Sequence[float], gain: float = SATURATION_GAIN
+) -> int | None:
+    """The smallest W from which every next point of the curve adds under ``gain`` (relative).
+
+    ``workers`` increase one at a time (1, 2, 3, ...); None when the last step still adds
+    ``gain`` or more, or the curve has fewer than two points.
+    """
+    found: int | None = None
+    for i in range(len(workers) - 2, -1, -1):
+        if examples_per_s[i + 1] >= (1.0 + gain) * examples_per_s[i]:
+            break
+        found = workers[i]
+    return found
+
+
+def _check_number(name: str, value: object, *, positive: bool) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):  # type: ignore[operator]
+        rule = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{name}: must be a finite number {rule}, got {value!r}")
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name}: must be an integer >= {low}, got {value!r}")
+
+
+def _validate(
+    trace: object,
+    machines: object,
+    bandwidth_bps: object,
+    price: object,
+    confirm_top: object,
+    sim_steps: object,
+    seed: object,
+    latency_s: object,
+) -> None:
+    if not isinstance(trace, Trace):
+        raise ConfigError(f"trace: expected a Trace, got {type(trace).__name__}")
+    _check_int("machines", machines, 1)
+    _check_number("bandwidth_bps", bandwidth_bps, positive=True)
+    if price is not None:
+        _check_number("price_per_machine_hour", price, positive=False)
+    _check_int("confirm_top", confirm_top, 0)
+    _check_int("sim_steps", sim_steps, MIN_SIM_STEPS)
+    _check_int("seed", seed, 0)
+    _check_number("latency_s", latency_s, positive=False)
+
+
+def _check_candidates(candidates: Sequence[Candidate], machines: int) -> None:
+    if not candidates:
+        raise ConfigError("candidates: at least one candidate is needed")
+    for c in candidates:
+        if c not in enumerate_candidates(c.machines) or c.machines > machines:
+            raise ConfigError(
+                f"candidates: {c.label} ({c.machines} machines) is not a valid candidate "
+                f"within the budget of {machines} machines"
+            )
+
+
+def advise(
+    trace: Trace,
+    machines: int,
+    bandwidth_bps: float,
+    *,
+    price_per_machine_hour: float | None = None,
+    confirm_top: int = 3,
+    sim_steps: int = DEFAULT_SIM_STEPS,
+    seed: int = DEFAULT_SEED,
+    latency_s: float = 0.0,
+    candidates: Sequence[Candidate] | None = None,
+    progress: Progress | None = None,
+) -> Advice:
+    """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
+
+    Parameters
+    ----------
+    trace : the one-worker trace.
+    machines : the budget N (workers plus parameter servers).
+    bandwidth_bps : B, every machine's link per direction, bit/s.
+    price_per_machine_hour : price of one machine for one hour (any currency); None: no costs.
+    confirm_top : how many of the analytically best candidates to simulate.
+    sim_steps : steps per worker of each simulation (a tenth are warm-up), >= 20.
+    seed : the simulations' root seed.
+    latency_s : per-transfer latency for the simulations (the analytic models have none).
+    candidates : restrict the search to these (default: :func:`enumerate_candidates`).
+    progress : called as ``progress(done, total)`` with worker-steps simulated so far.
+
+    Returns
+    -------
+    Advice
+        Candidates best first (simulated value where simulated, analytic otherwise), the
+        saturation point per family, and which candidates were simulated.
+
+    Raises
+    ------
+    ConfigError
+        A bad input, naming the parameter; or a candidate the simulator rejects.
+    """
+    _validate(
+        trace,
+        machines,
+        bandwidth_bps,
+        price_per_machine_hour,
+        confirm_top,
+        sim_steps,
+        seed,
+        latency_s,
+    )
+    pool = enumerate_candidates(machines) if candidates is None else list(candidates)
+    _check_candidates(pool, machines)
+    worker = worker_type_from_trace(trace)
+    shares = {s: busiest_server_share(trace, s) for s in range(1, MAX_SERVERS + 1)}
+    analytic = {
+        c: analytic_examples_per_s(c, worker, bandwidth_bps, shares[c.servers]) for c in pool
+    }
+    top = sorted(pool, key=lambda c: _order(c, analytic[c]))[:confirm_top]
+    configs = [
+        c.sim_config(bandwidth_bps, steps=sim_steps, seed=seed, latency_s=latency_s) for c in top
+    ]
+    simulated = _simulate_all(trace, top, configs, progress)
+    ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
+    ranked.sort(key=lambda r: _order(r.candidate, r.examples_per_s))
+    return Advice(
+        ranked=tuple(ranked),
+        saturation=_saturations(analytic),
+        simulated=tuple(top),
+        machines=machines,
+        bandwidth_bps=float(bandwidth_bps),
+        price_per_machine_hour=price_per_machine_hour,
+    )
+
+
+def _order(candidate: Candidate, examples_per_s: float) -> tuple[float, int]:
+    """Sort key: most examples/s first; ties: fewer machines, then enumeration order (stable)."""
+    return (-examples_per_s, candidate.machines)
+
+
+def _ranked(
+    candidate: Candidate, analytic: float, simulated: Estimate | None, price: float | None
+) -> Ranked:
+    eps = analytic if simulated is None else simulated.value
+    cost = None if price is None else cost_per_million_examples(candidate.machines, price, eps)
+    return Ranked(candidate, analytic, simulated, cost)
+
+
+def _work(config: SimulationConfig) -> int:
+    """Worker-steps of one simulation (a hybrid runs fcfs and ps)."""
+    return config.workers * config.steps * (2 if config.policy_name == "hybrid" else 1)
+
+
+def _simulate_all(
+    trace: Trace,
+    top: Sequence[Candidate],
+    configs: Sequence[SimulationConfig],
+    progress: Progress | None,
+) -> dict[Candidate, Estimate]:
+    """Simulate each candidate (all validated first); progress counts worker-steps of all."""
+    for config in configs:
+        validate(trace, config)
+    total = sum(_work(c) for c in configs)
+    out: dict[Candidate, Estimate] = {}
+    done = 0
+    for candidate, config in zip(top, configs, strict=True):
+        report = None if progress is None else _offset(progress, done, total)
+        out[candidate] = simulate(trace, config, progress=report).examples_per_s
+        done += _work(config)
+    return out
+
+
+def _offset(progress: Progress, offset: int, total: int) -> Progress:
+    def report(done: int, _total: int) -> None:
+        progress(offset + done, total)
+
+    return report
+
+
+def _saturations(analytic: dict[Candidate, float]) -> tuple[Saturation, ...]:
+    """The saturation point of every family on its analytic curve, families in first-seen order."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for c, eps in analytic.items():
+        curves.setdefault(c.family, []).append((c.workers, eps))
+    out = []
+    for family, points in curves.items():
+        points.sort()
+        ws = [w for w, _ in points]
+        out.append(Saturation(family, saturation_point(ws, [x for _, x in points]), ws[-1]))
+    return tuple(out)

@@ -1,0 +1,195 @@
+"""``sgdsim advise``: which data-parallel configuration to run on a budget of N machines.
+
+Ranks PS Async-SGD, PS Sync-SGD (1 or 2 parameter servers, each link sharing assumption) and ring
+AllReduce at every worker count that fits, by the analytic models, then simulates the best few
+(:mod:`simcore.analytic.advisor`). Prints a ranked table and each family's saturation point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from simcore.analytic.advisor import (
+    DEFAULT_SEED,
+    DEFAULT_SIM_STEPS,
+    SATURATION_GAIN,
+    Advice,
+    Ranked,
+    advise,
+)
+from simcore.cli.progress import Progress
+from simcore.errors import ConfigError
+from simcore.network_io import load_network_profile
+from simcore.trace.io import load_trace
+from simcore.trace.model import Trace
+from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
+
+DEFAULT_BANDWIDTH = "10Gbps"
+# The library names its parameters; the CLI user knows them as options.
+OPTION_OF = {
+    "machines": "--machines",
+    "price_per_machine_hour": "--price",
+    "confirm_top": "--confirm",
+    "sim_steps": "--steps",
+    "seed": "--seed",
+}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "advise",
+        help="rank data-parallel configurations for a machine budget",
+        description="Rank PS Async-/Sync-SGD (1 or 2 servers, each link sharing assumption) and "
+        "ring AllReduce at every worker count within --machines, by the analytic models; "
+        "simulate the best --confirm of them; print the ranking and saturation points.",
+    )
+    p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
+    p.add_argument("--machines", type=int, required=True, help="machine budget N (servers count)")
+    link = p.add_mutually_exclusive_group()
+    link.add_argument("--bandwidth", help=f"each machine's link (default {DEFAULT_BANDWIDTH})")
+    link.add_argument(
+        "--network", help="take bandwidth and per-transfer latency from a network profile"
+    )
+    p.add_argument("--price", type=float, help="price per machine-hour: adds cost per M examples")
+    p.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    p.add_argument("--confirm", type=int, default=3, help="candidates to simulate (default 3)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_SIM_STEPS,
+        help=f"steps per worker per simulation (default {DEFAULT_SIM_STEPS})",
+    )
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=run)
+
+
+def _link(args: argparse.Namespace) -> tuple[float, float, str]:
+    """(bandwidth bit/s, latency s, how to describe it)."""
+    if args.network is not None:
+        profile = load_network_profile(args.network)
+        return profile.bandwidth_bps, profile.latency_s, f" ({args.network})"
+    return parse_bandwidth(args.bandwidth or DEFAULT_BANDWIDTH, name="--bandwidth"), 0.0, ""
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
+    bandwidth_bps, latency_s, where = _link(args)
+    trace = load_trace(args.trace)
+    progress = Progress("simulate", enabled=not args.quiet)
+    try:
+        advice = advise(
+            trace,
+            args.machines,
+            bandwidth_bps,
+            price_per_machine_hour=args.price,
+            confirm_top=args.confirm,
+            sim_steps=args.steps,
+            seed=args.seed,
+            latency_s=latency_s,
+            progress=progress,
+        )
+    except ConfigError as err:
+        name, _, rest = str(err).partition(":")
+        if name not in OPTION_OF:
+            raise
+        raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
+    if args.json:
+        print(json.dumps(advice_to_dict(advice, trace, args, latency_s), allow_nan=False))
+    else:
+        print(format_advice(advice, trace, args, where))
+    return 0
+
+
+def _row(rank: int, r: Ranked) -> dict[str, Any]:
+    c, sim = r.candidate, r.simulated
+    return {
+        "rank": rank,
+        "label": c.label,
+        "arch": c.arch,
+        "mode": c.mode,
+        "sharing": c.sharing,
+        "workers": c.workers,
+        "servers": c.servers if c.arch == "ps" else 0,
+        "machines": c.machines,
+        "analytic_examples_per_s": r.analytic_examples_per_s,
+        "simulated_examples_per_s": None
+        if sim is None
+        else {"value": sim.value, "ci_low": sim.ci_low, "ci_high": sim.ci_high},
+        "examples_per_s": r.examples_per_s,
+        "source": r.source,
+        "cost_per_million_examples": r.cost_per_million_examples,
+    }
+
+
+def advice_to_dict(
+    advice: Advice, trace: Trace, args: argparse.Namespace, latency_s: float
+) -> dict[str, Any]:
+    """The JSON document: the top ``args.top`` rows, saturation points and the run's settings."""
+    return {
+        "trace": trace.source,
+        "model": trace.metadata.model_name,
+        "machines": advice.machines,
+        "bandwidth_bps": advice.bandwidth_bps,
+        "latency_s": latency_s,
+        "price_per_machine_hour": advice.price_per_machine_hour,
+        "sim_steps": args.steps,
+        "seed": args.seed,
+        "candidates": len(advice.ranked),
+        "ranked": [_row(i + 1, r) for i, r in enumerate(advice.ranked[: args.top])],
+        "saturation": [
+            {"family": s.family, "workers": s.workers, "max_workers": s.max_workers}
+            for s in advice.saturation
+        ],
+        "simulated": [c.label for c in advice.simulated],
+    }
+
+
+def _sim_cell(r: Ranked) -> str:
+    sim = r.simulated
+    if sim is None:
+        return "-"
+    if sim.ci_low is None or sim.ci_high is None:
+        return f"{sim.value:.4g}"
+    return f"{sim.value:.4g} ({sim.ci_low:.4g} .. {sim.ci_high:.4g})"
+
+
+def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where: str) -> str:
+    """The ranked table and the saturation points, as text."""
+    meta = trace.metadata
+    priced = advice.price_per_machine_hour is not None
+    model_nbytes = sum(layer.param_nbytes for layer in trace.layers)
+    lines = [
+        f"{meta.model_name}, batch {meta.batch_size}/worker, {format_bytes(model_nbytes)} of "
+        f"parameters; budget {advice.machines} machines, "
+        f"{format_bandwidth(advice.bandwidth_bps)} each{where}",
+        f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
+        f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed})",
+        "ranked by simulated examples/s where simulated, analytic otherwise",
+        f"{'rank':>4}  {'configuration':<42} {'machines':>8} {'analytic':>10}  "
+        f"{'simulated (95% CI)':<28}" + (f" {'cost/M ex':>10}" if priced else ""),
+        f"{'':>4}  {'':<42} {'':>8} {'examples/s':>10}  {'examples/s':<28}"
+        + (f" {'':>10}" if priced else ""),
+    ]
+    lines[-2:] = [line.rstrip() for line in lines[-2:]]
+    for i, r in enumerate(advice.ranked[: args.top]):
+        cost = f" {r.cost_per_million_examples:>10.4g}" if priced else ""
+        lines.append(
+            f"{i + 1:>4}  {r.candidate.label:<42} {r.candidate.machines:>8} "
+            f"{r.analytic_examples_per_s:>10.4g}  {_sim_cell(r):<28}{cost}".rstrip()
+        )
+    if priced:
+        cheapest = advice.by_cost[0]
+        lines.append(
+            f"cheapest: {cheapest.candidate.label}, {cheapest.cost_per_million_examples:.4g} "
+            f"per million examples ({cheapest.source})"
+        )
+    lines.append(f"saturation (analytic; one more worker adds under {SATURATION_GAIN:.0%}):")
+    for s in advice.saturation:
+        text = f"W = {s.workers}" if s.workers else f"still growing at W = {s.max_workers}"
+        lines.append(f"  {s.family:<36} {text}")
+    return "\n".join(lines)
