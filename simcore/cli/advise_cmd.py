@@ -19,14 +19,13 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
-from simcore.network_io import load_network_profile
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
+from simcore.units import format_bandwidth, format_bytes
 
-DEFAULT_BANDWIDTH = "10Gbps"
 # The library names its parameters; the CLI user knows them as options.
 OPTION_OF = {
     "machines": "--machines",
@@ -69,10 +68,8 @@ def register(subparsers: Any) -> None:
 
 def _link(args: argparse.Namespace) -> tuple[float, float, str]:
     """(bandwidth bit/s, latency s, how to describe it)."""
-    if args.network is not None:
-        profile = load_network_profile(args.network)
-        return profile.bandwidth_bps, profile.latency_s, f" ({args.network})"
-    return parse_bandwidth(args.bandwidth or DEFAULT_BANDWIDTH, name="--bandwidth"), 0.0, ""
+    bandwidth_bps, latency_s = resolve_link(args.bandwidth, None, load_network_option(args.network))
+    return bandwidth_bps, latency_s, f" ({args.network})" if args.network else ""
 
 
 def run(args: argparse.Namespace) -> int:

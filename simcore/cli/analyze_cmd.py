@@ -15,14 +15,14 @@ from typing import Any
 
 from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_async
 from simcore.analytic.mva import SOLVERS
-from simcore.analytic.params import Cluster, WorkerType, bandwidth_of, worker_type_from_trace
+from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
-from simcore.network_io import load_network_profile
 from simcore.sim.config import MODES
 from simcore.trace.io import load_trace
-from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_bandwidth
+from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
 SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
     p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-64 (default 1)")
     link = p.add_mutually_exclusive_group()
-    link.add_argument("--bandwidth", help="server link bandwidth B (default 10Gbps)")
+    link.add_argument("--bandwidth", help=f"server link bandwidth B (default {DEFAULT_BANDWIDTH})")
     link.add_argument("--network", help="take B from a network profile (file or sample name)")
     p.add_argument("--mode", choices=MODES, default="async", help="Async- or Sync-SGD")
     p.add_argument(
@@ -61,9 +61,8 @@ def register(subparsers: Any) -> None:
 
 
 def _bandwidth(args: argparse.Namespace) -> float:
-    if args.network is not None:
-        return bandwidth_of(load_network_profile(args.network))
-    return parse_bandwidth(args.bandwidth or "10Gbps", name="--bandwidth")
+    """B: the coarse models have no latency term, so a profile's fitted latency is not used."""
+    return resolve_link(args.bandwidth, None, load_network_option(args.network))[0]
 
 
 def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:

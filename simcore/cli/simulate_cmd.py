@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import TimelineSpan, chrome_trace
 from simcore.network import NetworkProfile
-from simcore.network_io import load_network_profile
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES
 from simcore.sim.results import Timeline, result_to_dict, timeline_to_dict
@@ -36,9 +36,6 @@ from simcore.units import (
 
 MAX_WORKERS_LISTED = 4096
 PROGRESS_MIN_OPS = 2_000_000  # simulated ops; about 5 s at the engine's usual rate
-
-
-DEFAULT_BANDWIDTH = "10Gbps"
 
 
 def register(subparsers: Any) -> None:
@@ -203,7 +200,7 @@ def build_config(
     ``network`` (loaded from ``--network``) supplies the bandwidth and latency that
     ``--bandwidth`` and ``--latency`` leave open.
     """
-    bandwidth_bps, latency_s = _link(args, network)
+    bandwidth_bps, latency_s = resolve_link(args.bandwidth, args.latency, network)
     return SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth_bps,
@@ -237,26 +234,13 @@ def build_config(
     )
 
 
-def _link(args: argparse.Namespace, network: NetworkProfile | None) -> tuple[float, float]:
-    """(bandwidth in bit/s, latency in s): the options first, then the network profile."""
-    if args.bandwidth is not None:
-        bandwidth_bps = parse_bandwidth(args.bandwidth, name="--bandwidth")
-    else:
-        bandwidth_bps = network.bandwidth_bps if network else parse_bandwidth(DEFAULT_BANDWIDTH)
-    if args.latency is not None:
-        latency_s = parse_duration(args.latency, name="--latency", positive=False)
-    else:
-        latency_s = network.latency_s if network else 0.0
-    return bandwidth_bps, latency_s
-
-
 def run(args: argparse.Namespace) -> int:
     counts = parse_workers(args.workers)
     if args.timeline is not None:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
-    network = load_network_profile(args.network) if args.network else None
+    network = load_network_option(args.network)
     configs = [build_config(args, w, network) for w in counts]  # all checked before running
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
