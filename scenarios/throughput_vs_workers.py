@@ -32,6 +32,7 @@ from pathlib import Path
 
 from simcore.cli.progress import Progress
 from simcore.errors import SgdsimError
+from simcore.files import refuse_existing
 from simcore.network_io import load_network_profile
 from simcore.plots import Curve, plot_throughput_curves
 from simcore.sim import SimulationConfig, SimulationResult, simulate
@@ -193,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     figure = Path(args.out) / FIGURE
     try:
-        if figure.exists() and not args.force:  # fail before minutes of simulation, not after
-            raise SgdsimError(f"{figure}: already exists; pass --force to overwrite it")
+        refuse_existing(figure, args.force)  # fail before minutes of simulation, not after
         curves, model = run(args)
         print(report(curves))
         title = f"{model}, one parameter server, {args.network} network (predicted)"

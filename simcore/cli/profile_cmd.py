@@ -6,11 +6,11 @@ torch is imported only when the command runs, so the rest of the CLI starts fast
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
+from simcore.files import refuse_existing
 from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
 
@@ -70,9 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
         )
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise ConfigError(f"{out}: already exists; pass --force to overwrite it")
+    out = refuse_existing(args.out, args.force)  # before minutes of profiling, not after
     model: Any = args.model if args.model else models.load_factory(args.model_path)
     name = args.model or args.model_path.rsplit(":", 1)[-1]
     trace = profilers.profile_model(

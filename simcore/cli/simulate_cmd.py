@@ -19,6 +19,7 @@ from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, res
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import TimelineSpan, chrome_trace
+from simcore.files import refuse_existing
 from simcore.network import NetworkProfile
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES
@@ -274,8 +275,7 @@ def _check_writable(path: Path, force: bool) -> None:
     """ConfigError unless ``path`` can be written (before a run, not after it)."""
     if path.is_dir():
         raise ConfigError(f"--timeline: {path} is a directory; give a file name")
-    if path.exists() and not force:
-        raise ConfigError(f"{path}: already exists; pass --force to overwrite it")
+    refuse_existing(path, force)
     folder = path.parent
     while not folder.exists():  # the writer creates missing folders inside the nearest one
         folder = folder.parent
