@@ -20,7 +20,9 @@ from simcore.trace.io import save_trace
 
 SAMPLES: tuple[tuple[str, int], ...] = (
     ("mlp", 64),
+    ("cnn", 8),
     ("cnn", 32),
+    ("cnn", 64),
     ("cnn", 128),
     ("resnet18", 32),
     ("resnet50", 32),

@@ -1,0 +1,189 @@
+"""What every scenario script shares: its command line, its output folder and its error handling.
+
+A scenario is a script a user runs with no arguments (``python scenarios/NAME.py``). The knobs
+every one of them has are defined here once: ``--trace``, ``--bandwidth``/``--latency``/
+``--network``, ``--workers``, ``--steps``, ``--warmup``, ``--seed``, ``--out`` (default
+``results/NAME``), ``--force`` and ``--quiet``. Output files are claimed before the run (so a
+clash is reported before minutes of simulation, not after) and written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from simcore.cli.link_options import load_network_option, resolve_link
+from simcore.cli.main import OneLineErrorParser
+from simcore.errors import ConfigError, SgdsimError
+from simcore.files import atomic_output, refuse_existing
+from simcore.report.table import Table, tables_csv_text
+from simcore.units import format_bandwidth
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def scenario_parser(
+    name: str,
+    doc: str | None,
+    *,
+    trace: str,
+    workers: Sequence[int],
+    steps: int,
+    warmup: int,
+    seed: int = 1,
+    bandwidth: str | None = None,
+    network: str | None = None,
+) -> argparse.ArgumentParser:
+    """The standard scenario command line; a scenario adds its own options to the result.
+
+    ``bandwidth`` or ``network`` is the default link (a network profile's fitted bandwidth and
+    latency); an explicit ``--bandwidth``/``--latency`` on the command line wins over it.
+    """
+    summary = (doc or name).strip().split("\n\n")[0]
+    parser = OneLineErrorParser(
+        prog=f"python scenarios/{name}.py",
+        description=summary,
+        epilog="The script's docstring describes the question, the setup and the output.",
+    )
+    parser.add_argument("--trace", default=trace, help=f"trace file or sample (default {trace})")
+    link = parser.add_argument_group("link to the parameter server(s)")
+    default_link = f"network profile {network}" if network else f"{bandwidth}, no latency"
+    link.add_argument("--bandwidth", help=f"e.g. 1Gbps, 10Gbps (default: {default_link})")
+    link.add_argument("--latency", help="per-transfer latency, e.g. 50us")
+    link.add_argument(
+        "--network", default=network, help="measured network profile (file or sample name)"
+    )
+    parser.set_defaults(default_bandwidth=bandwidth)
+    parser.add_argument(
+        "--workers",
+        type=worker_list,
+        default=tuple(workers),
+        help=f"worker counts, e.g. 1-16 or 1,2,4,8 (default {format_workers(workers)})",
+    )
+    parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
+    parser.add_argument(
+        "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
+    )
+    parser.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
+    parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def link_from_args(args: argparse.Namespace) -> tuple[float, float, str]:
+    """(bandwidth bit/s, latency s, a label for titles) from the standard link options."""
+    profile = load_network_option(args.network)
+    bandwidth = args.bandwidth
+    if bandwidth is None and profile is None:
+        bandwidth = args.default_bandwidth
+    bandwidth_bps, latency_s = resolve_link(bandwidth, args.latency, profile)
+    label = format_bandwidth(bandwidth_bps)
+    if latency_s > 0:
+        label += f" + {latency_s * 1e6:.0f} us/transfer"
+    if profile is not None and args.bandwidth is None:
+        label += f" ({args.network})"
+    return bandwidth_bps, latency_s, label
+
+
+class ScenarioOutput:
+    """The output folder of one run: files are claimed up front and written atomically."""
+
+    def __init__(self, folder: str | Path, files: Sequence[str], *, force: bool) -> None:
+        self.folder = Path(folder)
+        self.force = force
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ConfigError(f"--out: {self.folder} exists and is not a folder")
+        for name in files:
+            refuse_existing(self.folder / name, force)
+        self.claimed = tuple(files)
+        self.written: list[Path] = []
+
+    def path(self, name: str) -> Path:
+        """Where ``name`` goes; plotting functions write there with ``overwrite=self.force``."""
+        if name not in self.claimed:
+            raise ValueError(f"{name}: not among the files this scenario claimed")
+        target = self.folder / name
+        self.written.append(target)
+        return target
+
+    def write_text(self, name: str, text: str) -> Path:
+        target = self.path(name)
+        with atomic_output(target, overwrite=self.force) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        return target
+
+    def write_csv(self, name: str, tables: Table | Sequence[Table]) -> Path:
+        """One table, or several with the same columns (a leading ``table`` column tells them
+        apart)."""
+        if isinstance(tables, Table):
+            return self.write_text(name, tables.csv_text())
+        return self.write_text(name, tables_csv_text(tables))
+
+    def write_json(self, name: str, doc: Any) -> Path:
+        return self.write_text(name, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    def summary(self) -> str:
+        return "\n".join(f"wrote {p}" for p in self.written)
+
+
+def run_scenario(name: str, body: Callable[[], None]) -> int:
+    """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 2."""
+    try:
+        body()
+    except SgdsimError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def worker_list(text: str) -> tuple[int, ...]:
+    """Parse ``1-16``, ``1,2,4,8`` or ``1-4,8,16`` into sorted distinct worker counts."""
+    values: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            first, last = int(low), int(high or low)
+            if last < first:
+                raise ValueError
+            values.update(range(first, last + 1))
+    except ValueError:
+        values = set()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected positive worker counts like 1-16 or 1,2,4,8"
+        )
+    return tuple(sorted(values))
+
+
+def format_workers(workers: Sequence[int]) -> str:
+    ws = sorted(workers)
+    if ws == list(range(ws[0], ws[-1] + 1)) and len(ws) > 2:
+        return f"{ws[0]}-{ws[-1]}"
+    return ",".join(map(str, ws))
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {low}")
+    return value
