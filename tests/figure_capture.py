@@ -27,7 +27,7 @@ class AxesRecord:
     def values(self) -> np.ndarray:
         """Every y value this axes shows: line points and bar heights."""
         ys = [y for _, y in self.lines.values()] + [np.asarray(self.bar_heights)]
-        return np.concatenate([np.asarray(y, dtype=float).ravel() for y in ys]) if ys else np.array([])
+        return np.concatenate([np.asarray(y, dtype=float).ravel() for y in ys])
 
 
 @dataclass

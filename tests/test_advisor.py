@@ -16,10 +16,10 @@ from simcore.analytic.advisor import (
     cost_per_million_examples,
     effective_worker,
     enumerate_candidates,
-    saturation_point,
 )
 from simcore.cli.main import main
 from simcore.errors import ConfigError
+from simcore.saturation import saturation_point
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -146,13 +146,13 @@ def test_cost_per_million_examples_by_hand() -> None:
 
 def test_saturation_point_on_hand_made_curves() -> None:
     w = [1, 2, 3, 4, 5]
-    assert saturation_point(w, [10, 20, 30, 31, 31.5]) == 3  # +3.3%, +1.6% after W = 3
-    assert saturation_point(w[:4], [10, 10.4, 11, 11.2]) == 3  # 2 -> 3 still adds 5.8%
-    assert saturation_point(w[:4], [10, 20, 19, 19.5]) == 2  # a dip counts as no gain
+    assert saturation_point(w, [10, 20, 30, 31, 31.5]) == 3  # 30 >= 0.95 * 31.5; 20 is not
+    assert saturation_point(w[:4], [10, 10.4, 11, 11.2]) == 3  # 10.4 < 0.95 * 11.2 <= 11
+    assert saturation_point(w[:4], [10, 20, 19, 19.5]) == 2  # the best (20) is at W = 2
     assert saturation_point(w[:3], [1, 2, 3]) is None  # still growing
     assert saturation_point([1], [5.0]) is None
     sat = {s.family: s for s in advise(comm_trace(), 4, B, confirm_top=0).saturation}
-    # Ring: 100, 100, 128.6, 160: the last worker adds 24%.
+    # Ring: 100, 100, 128.6, 160: only W = 4 reaches 95% of 160 (still climbing).
     assert sat["AllReduce sync"].workers is None and sat["AllReduce sync"].max_workers == 4
     assert len(sat) == 13 and sat["PS sync, ps links, 2 servers"].max_workers == 2
 
@@ -194,7 +194,7 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "5"]
     assert all(".." in r for r in rows[:2]) and all(" - " in r for r in rows[2:])
     assert out[10].startswith("cheapest: ")
-    assert out[11].startswith("saturation (analytic; one more worker adds under 5%)")
+    assert out[11].startswith("saturation (analytic; fewest W reaching 95% of the best)")
     assert len(out) == 12 + 13
     assert "simulate: " in captured.err  # progress
 

@@ -47,9 +47,9 @@ same placement and each worker's NIC modelled) confirms the top candidates.
 
 Saturation
 ----------
-:func:`saturation_point`: per family (a candidate without its worker count), the smallest W from
-which every further worker adds under 5% throughput (:data:`SATURATION_GAIN`), on the analytic
-curve W = 1, 2, ... up to the budget; None when the last worker still adds 5% or more.
+:func:`simcore.saturation.saturation_point` per family (a candidate without its worker count), on
+the analytic curve W = 1, 2, ... up to the budget: the fewest workers that reach 95% of the
+family's best throughput; None when only the largest W does (still climbing).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from simcore.analytic.async_model import predict_async
 from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
+from simcore.saturation import saturation_point
 from simcore.sim import Estimate, SimulationConfig, simulate, validate
 from simcore.sim.dag import assign_servers
 from simcore.trace.model import Trace
@@ -71,7 +72,6 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_SIM_STEPS",
     "PS_SHARINGS",
-    "SATURATION_GAIN",
     "Advice",
     "Candidate",
     "Ranked",
@@ -82,12 +82,11 @@ __all__ = [
     "cost_per_million_examples",
     "effective_worker",
     "enumerate_candidates",
-    "saturation_point",
+
 ]
 
 PS_SHARINGS = ("ps", "fcfs", "hybrid")
 MAX_SERVERS = 2
-SATURATION_GAIN = 0.05  # one more worker adding less than this share of throughput: saturated
 DEFAULT_SIM_STEPS = 200
 DEFAULT_SEED = 1
 MIN_SIM_STEPS = 20
@@ -173,7 +172,7 @@ class Saturation:
     """The saturation point of one family on its analytic curve W = 1..``max_workers``."""
 
     family: str
-    workers: int | None  # None: still adding >= 5% at max_workers
+    workers: int | None  # None: only max_workers reaches 95% of the best (still climbing)
     max_workers: int
 
 
@@ -259,22 +258,6 @@ def analytic_examples_per_s(
 def cost_per_million_examples(machines: int, price_per_machine_hour: float, eps: float) -> float:
     """``machines * price / 3600 / eps * 1e6``: the price of a million examples at ``eps``/s."""
     return machines * price_per_machine_hour / 3600.0 / eps * 1e6 if eps > 0 else math.inf
-
-
-def saturation_point(
-    workers: Sequence[int], examples_per_s: Sequence[float], gain: float = SATURATION_GAIN
-) -> int | None:
-    """The smallest W from which every next point of the curve adds under ``gain`` (relative).
-
-    ``workers`` increase one at a time (1, 2, 3, ...); None when the last step still adds
-    ``gain`` or more, or the curve has fewer than two points.
-    """
-    found: int | None = None
-    for i in range(len(workers) - 2, -1, -1):
-        if examples_per_s[i + 1] >= (1.0 + gain) * examples_per_s[i]:
-            break
-        found = workers[i]
-    return found
 
 
 def _check_number(name: str, value: object, *, positive: bool) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 from simcore.analytic.advisor import (
     DEFAULT_SEED,
     DEFAULT_SIM_STEPS,
-    SATURATION_GAIN,
     Advice,
     Ranked,
     advise,
@@ -22,6 +21,7 @@ from simcore.analytic.advisor import (
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
+from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes
@@ -185,7 +185,7 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
             f"cheapest: {cheapest.candidate.label}, {cheapest.cost_per_million_examples:.4g} "
             f"per million examples ({cheapest.source})"
         )
-    lines.append(f"saturation (analytic; one more worker adds under {SATURATION_GAIN:.0%}):")
+    lines.append(f"saturation (analytic; fewest W reaching {SATURATION_SHARE:.0%} of the best):")
     for s in advice.saturation:
         text = f"W = {s.workers}" if s.workers else f"still growing at W = {s.max_workers}"
         lines.append(f"  {s.family:<36} {text}")

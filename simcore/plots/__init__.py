@@ -5,6 +5,12 @@ Every figure is written through :func:`save_figure` (atomic, never replacing a f
 """
 
 from simcore.plots.common import new_figure, save_figure
-from simcore.plots.throughput import Curve, plot_throughput_curves
+from simcore.plots.throughput import Curve, draw_throughput_curves, plot_throughput_curves
 
-__all__ = ["Curve", "new_figure", "plot_throughput_curves", "save_figure"]
+__all__ = [
+    "Curve",
+    "draw_throughput_curves",
+    "new_figure",
+    "plot_throughput_curves",
+    "save_figure",
+]

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simcore.plots.common import new_figure, save_figure
 
@@ -20,6 +21,7 @@ class Curve:
     ci_low: Sequence[float] = ()
     ci_high: Sequence[float] = ()
     style: str = "-o"
+    color: str | None = None  # matplotlib color; None: the next color of the cycle
 
 
 def plot_throughput_curves(
@@ -36,10 +38,32 @@ def plot_throughput_curves(
     point. The file is written atomically; an existing file is replaced only with ``overwrite``.
     """
     fig, ax = new_figure()
+    draw_throughput_curves(ax, curves, title=title, markers=markers)
+    fig.tight_layout()
+    return save_figure(fig, path, overwrite=overwrite)
+
+
+def draw_throughput_curves(
+    ax: Any,
+    curves: Sequence[Curve],
+    *,
+    title: str = "",
+    markers: Mapping[str, tuple[int, float]] | None = None,
+) -> None:
+    """Draw the curves on a matplotlib axes (a notebook's, or one panel of a larger figure)."""
     for curve in curves:
-        ax.plot(curve.workers, curve.examples_per_s, curve.style, label=curve.label, ms=4)
+        (line,) = ax.plot(
+            curve.workers,
+            curve.examples_per_s,
+            curve.style,
+            label=curve.label,
+            ms=4,
+            color=curve.color,
+        )
         if curve.ci_low and curve.ci_high:
-            ax.fill_between(curve.workers, curve.ci_low, curve.ci_high, alpha=0.2)
+            ax.fill_between(
+                curve.workers, curve.ci_low, curve.ci_high, alpha=0.2, color=line.get_color()
+            )
     for text, (w, value) in (markers or {}).items():
         ax.annotate(
             text,
@@ -58,5 +82,3 @@ def plot_throughput_curves(
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return save_figure(fig, path, overwrite=overwrite)

@@ -1,0 +1,277 @@
+"""How far does data-parallel training scale, and where does it saturate?
+
+Question
+    ResNet-50 at batch 32 per worker is to be trained on W rented machines behind a 1 Gbit/s
+    network. How many workers are worth renting: where does throughput stop growing, and which
+    architecture (a parameter server with Async- or Sync-SGD, or ring AllReduce) gets the most
+    out of them?
+
+Setup
+    - trace: the shipped ``resnet50-b32`` sample, profiled on one worker with ``sgdsim profile``;
+    - network: the shipped ``veth-1gbit`` profile (a tc-shaped 1 Gbit/s veth pair measured with
+      gloo; its fitted bandwidth and per-transfer latency are used); with a parameter server it
+      is the server's link, with ring AllReduce every worker's link;
+    - W = 1..16 workers; one parameter server whose link is shared by processor sharing
+      (``--sharing fcfs`` for first-come-first-served);
+    - each simulation runs ``STEPS`` steps per worker and leaves the first ``WARMUP_STEPS`` out;
+      throughput carries a 95% batch-means confidence interval. Beside each simulated point, the
+      coarse-grained model of TPDS'22 at the same settings: its variants with overlap of
+      communication and computation for the parameter server (Eq. 6, mean value analysis, for
+      Async-SGD; Eq. 10 for Sync-SGD), since the simulator overlaps per layer too, and Eq. 11
+      for ring AllReduce. The coarse model has no latency term and one sharing assumption
+      (its hybrid), whatever ``--sharing`` says.
+
+Output
+    A table per architecture; its saturation point (:mod:`simcore.saturation`: the fewest workers
+    reaching 95% of the best throughput); the best configuration. In ``--out`` (default
+    ``results/scaling/``): ``scaling.csv`` (every point) and ``scaling.png`` (the curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from simcore.analytic import Cluster, predict_async, predict_sync, worker_type_from_trace
+from simcore.cli.progress import Progress
+from simcore.plots import Curve, plot_throughput_curves
+from simcore.report import (
+    Column,
+    ScenarioOutput,
+    Table,
+    link_from_args,
+    run_scenario,
+    scenario_parser,
+)
+from simcore.saturation import SATURATION_SHARE, saturation_point
+from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.trace.io import load_trace
+from simcore.trace.model import Trace
+
+NAME = "scaling"
+TRACE = "resnet50-b32"
+NETWORK = "veth-1gbit"
+WORKERS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16)
+STEPS = 120
+WARMUP_STEPS = 20
+SEED = 1
+CSV_FILE = f"{NAME}.csv"
+FIGURE_FILE = f"{NAME}.png"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    label: str
+    arch: str  # "ps" or "allreduce"
+    mode: str  # "async" or "sync"
+
+
+ARCHITECTURES = (
+    Architecture("PS Async-SGD", "ps", "async"),
+    Architecture("PS Sync-SGD", "ps", "sync"),
+    Architecture("ring AllReduce", "allreduce", "sync"),
+)
+
+COLUMNS = (
+    Column("workers", "W", "{}"),
+    Column("examples_per_s", "examples/s", "{:.2f}"),
+    Column("ci_low", "95% CI low", "{:.2f}"),
+    Column("ci_high", "high", "{:.2f}"),
+    Column("per_worker", "per worker", "{:.2f}"),
+    Column("coarse_examples_per_s", "coarse model", "{:.2f}"),
+)
+
+
+@dataclass(frozen=True)
+class ScalingCurve:
+    """One architecture's simulated points and the coarse model's values at the same W."""
+
+    architecture: Architecture
+    points: tuple[SimulationResult, ...]
+    coarse: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        return self.architecture.label
+
+    @property
+    def workers(self) -> list[int]:
+        return [p.config.workers for p in self.points]
+
+    @property
+    def examples_per_s(self) -> list[float]:
+        return [p.examples_per_s.value for p in self.points]
+
+    @property
+    def saturation(self) -> int | None:
+        return saturation_point(self.workers, self.examples_per_s)
+
+    def table(self) -> Table:
+        table = Table(self.label, COLUMNS)
+        for p, coarse in zip(self.points, self.coarse, strict=True):
+            est = p.examples_per_s
+            table.add(
+                workers=p.config.workers,
+                examples_per_s=est.value,
+                ci_low=est.ci_low,
+                ci_high=est.ci_high,
+                per_worker=est.value / p.config.workers,
+                coarse_examples_per_s=coarse,
+            )
+        return table
+
+
+def coarse_examples_per_s(
+    trace: Trace, arch: Architecture, workers: int, bandwidth_bps: float
+) -> float:
+    """The TPDS'22 coarse-grained prediction (examples/s) at the simulated settings: Eq. 6 or
+    Eq. 10 (with overlap) for a parameter server, Eq. 11 for ring AllReduce."""
+    cluster = Cluster.homogeneous(worker_type_from_trace(trace), workers, bandwidth_bps)
+    if arch.arch == "allreduce":
+        return predict_sync(cluster).allreduce.examples_per_s
+    if arch.mode == "async":
+        return predict_async(cluster).overlap.examples_per_s
+    return predict_sync(cluster).overlap.examples_per_s
+
+
+def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
+    """Simulate every architecture at every worker count.
+
+    Returns the curves, a line describing the setup and a title for the figure.
+    """
+    trace = load_trace(args.trace)
+    bandwidth_bps, latency_s, link = link_from_args(args)
+    base = SimulationConfig(
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+        steps=args.steps,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+    )
+    setup = (
+        f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
+        f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; link {link}; PS links shared by "
+        f"{'processor sharing' if args.sharing == 'ps' else 'FCFS'}; "
+        f"{args.steps} steps/worker, {args.warmup} warm-up"
+    )
+    progress = Progress("simulating", enabled=not args.quiet)
+    total, done = len(ARCHITECTURES) * len(args.workers), 0
+    curves = []
+    for arch in ARCHITECTURES:
+        points, coarse = [], []
+        sharing = args.sharing if arch.arch == "ps" else None
+        for w in args.workers:
+            config = replace(base, workers=w, arch=arch.arch, mode=arch.mode, sharing=sharing)
+            points.append(simulate(trace, config))
+            coarse.append(coarse_examples_per_s(trace, arch, w, bandwidth_bps))
+            done += 1
+            progress(done, total)
+        curves.append(ScalingCurve(arch, tuple(points), tuple(coarse)))
+    title = (
+        f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
+        f"link {link} (predicted)"
+    )
+    return curves, setup, title
+
+
+def saturation_text(curve: ScalingCurve) -> str:
+    w = curve.saturation
+    if w is None:
+        return f"still growing at W = {curve.workers[-1]}: no saturation in range"
+    return f"saturates at W = {w} ({SATURATION_SHARE:.0%} of its best)"
+
+
+def report(curves: Sequence[ScalingCurve]) -> str:
+    lines = []
+    for curve in curves:
+        lines += ["", curve.table().text(), f"  {saturation_text(curve)}"]
+    best_curve, best = max(
+        ((c, p) for c in curves for p in c.points), key=lambda cp: cp[1].examples_per_s.value
+    )
+    lines.append(
+        f"\nbest: {best_curve.label} with W = {best.config.workers}: "
+        f"{best.examples_per_s.value:.2f} examples/s; {saturation_text(best_curve)}"
+    )
+    return "\n".join(lines)
+
+
+def plot(curves: Sequence[ScalingCurve], out: ScenarioOutput, title: str) -> None:
+    colors = ("C0", "C1", "C2")
+    lines = []
+    markers: dict[str, tuple[int, float]] = {}
+    for curve, color in zip(curves, colors, strict=False):
+        est = [p.examples_per_s for p in curve.points]
+        lines.append(
+            Curve(
+                f"{curve.label} (simulated)",
+                curve.workers,
+                curve.examples_per_s,
+                [e.ci_low if e.ci_low is not None else e.value for e in est],
+                [e.ci_high if e.ci_high is not None else e.value for e in est],
+                style="-o",
+                color=color,
+            )
+        )
+        lines.append(
+            Curve(
+                f"{curve.label} (coarse model)",
+                curve.workers,
+                curve.coarse,
+                style="--",
+                color=color,
+            )
+        )
+        w_sat = curve.saturation
+        if w_sat is not None:
+            at = curve.examples_per_s[curve.workers.index(w_sat)]
+            markers[f"{curve.label} saturates: W = {w_sat}"] = (w_sat, at)
+    first = curves[0].points[0]
+    if first.config.workers == 1:
+        ideal = [first.examples_per_s.value * w for w in curves[0].workers]
+        lines.append(
+            Curve("linear scaling from W = 1", curves[0].workers, ideal, style=":", color="0.5")
+        )
+    plot_throughput_curves(
+        lines, out.path(FIGURE_FILE), title=title, markers=markers, overwrite=out.force
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = scenario_parser(
+        NAME,
+        __doc__,
+        trace=TRACE,
+        workers=WORKERS,
+        steps=STEPS,
+        warmup=WARMUP_STEPS,
+        seed=SEED,
+        network=NETWORK,
+    )
+    parser.add_argument(
+        "--sharing",
+        choices=("ps", "fcfs"),
+        default="ps",
+        help="how the parameter server's link is shared (default: processor sharing)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def body() -> None:
+        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
+        curves, setup, title = run(args)
+        print(setup)
+        print(report(curves))
+        out.write_csv(CSV_FILE, [c.table() for c in curves])
+        plot(curves, out, title)
+        print("\n" + out.summary())
+
+    return run_scenario(NAME, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
