@@ -12,6 +12,7 @@ from simcore.analytic import Cluster, predict_async, predict_sync, worker_type_f
 from simcore.analytic.advisor import (
     Candidate,
     advise,
+    analytic_examples_per_s,
     busiest_server_share,
     cost_per_million_examples,
     effective_worker,
@@ -234,3 +235,40 @@ def test_cli_errors_are_one_line(
     assert main([*args, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sgdsim: error: ") and message in err and err.count("\n") == 1
+
+
+def test_layouts_of_hosts_count_devices_and_use_the_host_closed_form() -> None:
+    # 16 devices in hosts of 8: rings of 1 or 2 hosts; a server beside one host (9 or 10
+    # machines); two hosts leave no room for a server.
+    cands = enumerate_candidates(16, (8,))
+    rings = sorted(c.workers for c in cands if c.arch == "allreduce")
+    assert rings == [1, 2] and all(c.devices_per_host == 8 for c in cands)
+    assert {(c.workers, c.servers) for c in cands if c.arch == "ps"} == {(1, 1), (1, 2)}
+    assert Candidate("allreduce", "sync", "allreduce", 2, 1, 8).machines == 16
+    assert (
+        Candidate("ps", "sync", "ps", 1, 2, 8).family == "PS sync, ps links, 2 servers, hosts of 8"
+    )
+    # One host of 8, ring: its step is T_C plus an intra-host AllReduce, 2(G-1)/G M / B_intra,
+    # and it trains 8 batches.
+    trace, b_intra = comm_trace(), 8e10
+    worker = worker_type_from_trace(trace)
+    one_host = Candidate("allreduce", "sync", "allreduce", 1, 1, 8)
+    step = worker.compute_s + 2 * 7 / 8 * 8 * M_BYTES / b_intra
+    eps = analytic_examples_per_s(one_host, worker, B, 1.0, b_intra)
+    assert eps == pytest.approx(8 * worker.batch_size / step, rel=1e-12)
+    advice = advise(
+        trace,
+        16,
+        B,
+        devices_per_host=(1, 8),
+        intra_bandwidth_bps=b_intra,
+        confirm_top=1,
+        sim_steps=20,
+    )
+    assert {r.candidate.devices_per_host for r in advice.ranked} == {1, 8}
+    [simulated] = advice.simulated
+    assert simulated.devices_per_host == 8  # eight devices of one host beat eight hosts' links
+    with pytest.raises(ConfigError, match="intra_bandwidth_bps: needed with hosts of 8"):
+        advise(trace, 16, B, devices_per_host=(1, 8))
+    with pytest.raises(ConfigError, match=r"devices_per_host: .* lists a host size twice"):
+        advise(trace, 16, B, devices_per_host=(8, 8), intra_bandwidth_bps=b_intra)

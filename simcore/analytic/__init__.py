@@ -20,7 +20,12 @@ from simcore.analytic.async_model import (
 )
 from simcore.analytic.mva import SOLVERS, solve
 from simcore.analytic.network import ClosedNetwork, MvaResult
-from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
+from simcore.analytic.params import (
+    Cluster,
+    WorkerType,
+    host_worker_type,
+    worker_type_from_trace,
+)
 from simcore.analytic.sync_model import SyncEstimate, SyncPrediction, predict_sync
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "SyncEstimate",
     "SyncPrediction",
     "WorkerType",
+    "host_worker_type",
     "predict_async",
     "predict_sync",
     "solve",

@@ -60,7 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simcore.analytic.async_model import predict_async
-from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
+from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
 from simcore.saturation import saturation_point
@@ -82,7 +82,6 @@ __all__ = [
     "cost_per_million_examples",
     "effective_worker",
     "enumerate_candidates",
-
 ]
 
 PS_SHARINGS = ("ps", "fcfs", "hybrid")
@@ -107,29 +106,44 @@ class Candidate:
     sharing: str
     workers: int
     servers: int = 1
+    devices_per_host: int = 1
 
     @property
     def machines(self) -> int:
-        """Machines used: workers plus parameter servers (the ring: workers only)."""
-        return self.workers + (self.servers if self.arch == "ps" else 0)
+        """Machines used: every training device plus the parameter servers (the ring: devices
+        only). A host of G devices counts G: cloud prices scale about linearly with the
+        accelerators of an instance, so the budget and the price are per device."""
+        return self.workers * self.devices_per_host + (self.servers if self.arch == "ps" else 0)
 
     @property
     def family(self) -> str:
-        """The configuration without its worker count, e.g. ``PS sync, fcfs links, 2 servers``."""
+        """The configuration without its worker count, e.g. ``PS sync, fcfs links, 2 servers``
+        (with ``, hosts of 8`` when workers are hosts of several devices)."""
+        hosts = f", hosts of {self.devices_per_host}" if self.devices_per_host > 1 else ""
         if self.arch == "allreduce":
-            return "AllReduce sync"
+            return f"AllReduce sync{hosts}"
         plural = "s" if self.servers > 1 else ""
-        return f"PS {self.mode}, {self.sharing} links, {self.servers} server{plural}"
+        return f"PS {self.mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
 
     @property
     def label(self) -> str:
         return f"{self.family}, W={self.workers}"
 
     def sim_config(
-        self, bandwidth_bps: float, *, steps: int, seed: int, latency_s: float = 0.0
+        self,
+        bandwidth_bps: float,
+        *,
+        steps: int,
+        seed: int,
+        latency_s: float = 0.0,
+        intra_bandwidth_bps: float | None = None,
+        flow_cap_bps: float | None = None,
     ) -> SimulationConfig:
         """The simulator's configuration of this candidate; warm-up is a tenth of ``steps``."""
         return SimulationConfig(
+            devices_per_host=self.devices_per_host,
+            intra_bandwidth_bps=intra_bandwidth_bps,
+            flow_cap_bps=flow_cap_bps,
             workers=self.workers,
             bandwidth_bps=bandwidth_bps,
             arch=self.arch,
@@ -198,16 +212,22 @@ class Advice:
         return tuple(sorted(priced, key=lambda r: r.cost_per_million_examples or 0.0))
 
 
-def enumerate_candidates(machines: int) -> list[Candidate]:
-    """Every candidate using at most ``machines`` machines (at least one worker each)."""
-    out = [Candidate("allreduce", "sync", "allreduce", w) for w in range(1, machines + 1)]
-    for servers in range(1, MAX_SERVERS + 1):
-        for w in range(1, machines - servers + 1):
-            out.extend(
-                Candidate("ps", mode, sharing, w, servers)
-                for mode in ("async", "sync")
-                for sharing in PS_SHARINGS
-            )
+def enumerate_candidates(machines: int, devices_per_host: Sequence[int] = (1,)) -> list[Candidate]:
+    """Every candidate using at most ``machines`` machines (at least one worker each), for each
+    host size in ``devices_per_host`` (a host of G devices counts G machines)."""
+    out = []
+    for g in devices_per_host:
+        out += [
+            Candidate("allreduce", "sync", "allreduce", h, 1, g)
+            for h in range(1, machines // g + 1)
+        ]
+        for servers in range(1, MAX_SERVERS + 1):
+            for h in range(1, (machines - servers) // g + 1):
+                out.extend(
+                    Candidate("ps", mode, sharing, h, servers, g)
+                    for mode in ("async", "sync")
+                    for sharing in PS_SHARINGS
+                )
     return out
 
 
@@ -241,10 +261,16 @@ def effective_worker(
 
 
 def analytic_examples_per_s(
-    candidate: Candidate, worker: WorkerType, bandwidth_bps: float, share: float = 1.0
+    candidate: Candidate,
+    worker: WorkerType,
+    bandwidth_bps: float,
+    share: float = 1.0,
+    intra_bandwidth_bps: float | None = None,
 ) -> float:
-    """The analytic examples/s of ``candidate`` (see "Which analytic prediction")."""
-    eff = effective_worker(worker, candidate.servers, share, bandwidth_bps)
+    """The analytic examples/s of ``candidate`` (see "Which analytic prediction"); a host of
+    several devices is one coarse worker (:func:`~simcore.analytic.params.host_worker_type`)."""
+    host = host_worker_type(worker, candidate.devices_per_host, intra_bandwidth_bps)
+    eff = effective_worker(host, candidate.servers, share, bandwidth_bps)
     cluster = Cluster.homogeneous(eff, candidate.workers, bandwidth_bps)
     if candidate.arch == "allreduce":
         return predict_sync(cluster).allreduce.examples_per_s
@@ -294,11 +320,36 @@ def _validate(
     _check_number("latency_s", latency_s, positive=False)
 
 
-def _check_candidates(candidates: Sequence[Candidate], machines: int) -> None:
+def _check_layouts(
+    devices_per_host: Sequence[int], intra_bandwidth_bps: float | None, flow_cap_bps: float | None
+) -> tuple[int, ...]:
+    sizes = tuple(devices_per_host)
+    if not sizes:
+        raise ConfigError("devices_per_host: at least one host size is needed")
+    for g in sizes:
+        _check_int("devices_per_host", g, 1)
+    if len(set(sizes)) != len(sizes):
+        raise ConfigError(f"devices_per_host: {list(sizes)} lists a host size twice")
+    if max(sizes) > 1:
+        if intra_bandwidth_bps is None:
+            raise ConfigError(
+                f"intra_bandwidth_bps: needed with hosts of {max(sizes)} devices "
+                "(the link between a host's devices)"
+            )
+        _check_number("intra_bandwidth_bps", intra_bandwidth_bps, positive=True)
+    if flow_cap_bps is not None:
+        _check_number("flow_cap_bps", flow_cap_bps, positive=True)
+    return sizes
+
+
+def _check_candidates(
+    candidates: Sequence[Candidate], machines: int, sizes: Sequence[int] = (1,)
+) -> None:
     if not candidates:
         raise ConfigError("candidates: at least one candidate is needed")
     for c in candidates:
-        if c not in enumerate_candidates(c.machines) or c.machines > machines:
+        valid = enumerate_candidates(c.machines, (c.devices_per_host,))
+        if c not in valid or c.machines > machines or c.devices_per_host not in sizes:
             raise ConfigError(
                 f"candidates: {c.label} ({c.machines} machines) is not a valid candidate "
                 f"within the budget of {machines} machines"
@@ -317,6 +368,9 @@ def advise(
     latency_s: float = 0.0,
     candidates: Sequence[Candidate] | None = None,
     progress: Progress | None = None,
+    devices_per_host: Sequence[int] = (1,),
+    intra_bandwidth_bps: float | None = None,
+    flow_cap_bps: float | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -332,6 +386,11 @@ def advise(
     latency_s : per-transfer latency for the simulations (the analytic models have none).
     candidates : restrict the search to these (default: :func:`enumerate_candidates`).
     progress : called as ``progress(done, total)`` with worker-steps simulated so far.
+    devices_per_host : the host sizes to choose between (TPDS'22 4.4), e.g. ``(1, 4, 8)``; each
+        candidate's workers are then hosts of that many devices, and ``machines`` counts devices.
+    intra_bandwidth_bps : the link inside a host, needed with hosts of more than one device.
+    flow_cap_bps : a per-flow cap of the network, applied in the simulations that confirm the
+        best candidates (the analytic models have no caps, so they rank as if there were none).
 
     Returns
     -------
@@ -354,16 +413,26 @@ def advise(
         seed,
         latency_s,
     )
-    pool = enumerate_candidates(machines) if candidates is None else list(candidates)
-    _check_candidates(pool, machines)
+    sizes = _check_layouts(devices_per_host, intra_bandwidth_bps, flow_cap_bps)
+    pool = enumerate_candidates(machines, sizes) if candidates is None else list(candidates)
+    _check_candidates(pool, machines, sizes)
     worker = worker_type_from_trace(trace)
     shares = {s: busiest_server_share(trace, s) for s in range(1, MAX_SERVERS + 1)}
     analytic = {
-        c: analytic_examples_per_s(c, worker, bandwidth_bps, shares[c.servers]) for c in pool
+        c: analytic_examples_per_s(c, worker, bandwidth_bps, shares[c.servers], intra_bandwidth_bps)
+        for c in pool
     }
     top = sorted(pool, key=lambda c: _order(c, analytic[c]))[:confirm_top]
     configs = [
-        c.sim_config(bandwidth_bps, steps=sim_steps, seed=seed, latency_s=latency_s) for c in top
+        c.sim_config(
+            bandwidth_bps,
+            steps=sim_steps,
+            seed=seed,
+            latency_s=latency_s,
+            intra_bandwidth_bps=intra_bandwidth_bps if c.devices_per_host > 1 else None,
+            flow_cap_bps=flow_cap_bps,
+        )
+        for c in top
     ]
     simulated = _simulate_all(trace, top, configs, progress)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]

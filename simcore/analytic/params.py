@@ -8,6 +8,7 @@ Table 3); the bandwidth B comes from the caller (or a measured network profile).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
 from simcore.trace.model import OpKind, Trace
 
-__all__ = ["Cluster", "WorkerType", "bandwidth_of", "worker_type_from_trace"]
+__all__ = ["Cluster", "WorkerType", "bandwidth_of", "host_worker_type", "worker_type_from_trace"]
 
 
 def _check_time(name: str, value: float) -> None:
@@ -84,6 +85,42 @@ def worker_type_from_trace(trace: Trace) -> WorkerType:
         update_s=mean(OpKind.UPDATE),
         model_nbytes=sum(op.nbytes or 0 for op in trace.ops_of_kind(OpKind.PULL)),
         batch_size=trace.metadata.batch_size,
+    )
+
+
+def host_worker_type(
+    worker: WorkerType, devices_per_host: int, intra_bandwidth_bps: float | None
+) -> WorkerType:
+    """A host of G devices of type ``worker`` seen as one coarse worker (TPDS'22 4.4).
+
+    The coarse models' reasoning carries over when a host is a worker whose computation includes
+    its intra-host aggregation: before its push the host reduces the gradients among its devices,
+    after its pull it broadcasts the parameters, (G-1)/G * M / B_intra each (the two halves of a
+    ring AllReduce, as in the simulator), added to T_B and T_F; a step trains G batches. The
+    network terms are unchanged: one flow per host. What the coarse models cannot see is a
+    per-flow cap (a flow alone gets the whole B in them), so with few hosts they overestimate.
+    """
+    if isinstance(devices_per_host, bool) or not isinstance(devices_per_host, int):
+        raise ConfigError(f"devices_per_host: must be an integer >= 1, got {devices_per_host!r}")
+    if devices_per_host < 1:
+        raise ConfigError(f"devices_per_host: must be an integer >= 1, got {devices_per_host}")
+    if devices_per_host == 1:
+        return worker
+    if intra_bandwidth_bps is None or not (
+        math.isfinite(intra_bandwidth_bps) and intra_bandwidth_bps > 0
+    ):
+        raise ConfigError(
+            f"intra_bandwidth_bps: must be a finite number > 0 with devices_per_host="
+            f"{devices_per_host}, got {intra_bandwidth_bps!r}"
+        )
+    g = devices_per_host
+    intra_s = (g - 1) / g * worker.transfer_s(intra_bandwidth_bps)
+    return dataclasses.replace(
+        worker,
+        name=f"{worker.name} x{g} devices",
+        forward_s=worker.forward_s + intra_s,
+        backward_s=worker.backward_s + intra_s,
+        batch_size=worker.batch_size * g,
     )
 
 

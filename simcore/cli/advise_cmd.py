@@ -24,7 +24,7 @@ from simcore.errors import ConfigError
 from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, format_bytes
+from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
 
 # The library names its parameters; the CLI user knows them as options.
 OPTION_OF = {
@@ -33,6 +33,9 @@ OPTION_OF = {
     "confirm_top": "--confirm",
     "sim_steps": "--steps",
     "seed": "--seed",
+    "devices_per_host": "--devices-per-host",
+    "intra_bandwidth_bps": "--intra-bandwidth",
+    "flow_cap_bps": "--flow-cap",
 }
 
 
@@ -52,6 +55,17 @@ def register(subparsers: Any) -> None:
         "--network", help="take bandwidth and per-transfer latency from a network profile"
     )
     p.add_argument("--price", type=float, help="price per machine-hour: adds cost per M examples")
+    hosts = p.add_argument_group("hosts of several devices (TPDS'22 4.4)")
+    hosts.add_argument(
+        "--devices-per-host",
+        default="1",
+        help="host sizes to choose between, e.g. 1,4,8; --machines and --price then count "
+        "devices (default 1)",
+    )
+    hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
+    hosts.add_argument(
+        "--flow-cap", help="per-flow cap of the network, e.g. 10Gbps (simulations only)"
+    )
     p.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
     p.add_argument("--confirm", type=int, default=3, help="candidates to simulate (default 3)")
     p.add_argument(
@@ -89,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             latency_s=latency_s,
             progress=progress,
+            devices_per_host=_sizes(args.devices_per_host),
+            intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
+            flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
         )
     except ConfigError as err:
         name, _, rest = str(err).partition(":")
@@ -102,6 +119,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"--devices-per-host: expected integers like 1,4,8, got {text!r}"
+        ) from None
+
+
+def _optional_bandwidth(text: str | None, name: str) -> float | None:
+    return None if text is None else parse_bandwidth(text, name=name)
+
+
 def _row(rank: int, r: Ranked) -> dict[str, Any]:
     c, sim = r.candidate, r.simulated
     return {
@@ -112,6 +142,7 @@ def _row(rank: int, r: Ranked) -> dict[str, Any]:
         "sharing": c.sharing,
         "workers": c.workers,
         "servers": c.servers if c.arch == "ps" else 0,
+        "devices_per_host": c.devices_per_host,
         "machines": c.machines,
         "analytic_examples_per_s": r.analytic_examples_per_s,
         "simulated_examples_per_s": None
@@ -160,6 +191,8 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
     meta = trace.metadata
     priced = advice.price_per_machine_hour is not None
     model_nbytes = sum(layer.param_nbytes for layer in trace.layers)
+    shown = advice.ranked[: args.top]
+    width = max([42, *(len(r.candidate.label) for r in shown)])
     lines = [
         f"{meta.model_name}, batch {meta.batch_size}/worker, {format_bytes(model_nbytes)} of "
         f"parameters; budget {advice.machines} machines, "
@@ -167,16 +200,16 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
         f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed})",
         "ranked by simulated examples/s where simulated, analytic otherwise",
-        f"{'rank':>4}  {'configuration':<42} {'machines':>8} {'analytic':>10}  "
+        f"{'rank':>4}  {'configuration':<{width}} {'machines':>8} {'analytic':>10}  "
         f"{'simulated (95% CI)':<28}" + (f" {'cost/M ex':>10}" if priced else ""),
-        f"{'':>4}  {'':<42} {'':>8} {'examples/s':>10}  {'examples/s':<28}"
+        f"{'':>4}  {'':<{width}} {'':>8} {'examples/s':>10}  {'examples/s':<28}"
         + (f" {'':>10}" if priced else ""),
     ]
     lines[-2:] = [line.rstrip() for line in lines[-2:]]
-    for i, r in enumerate(advice.ranked[: args.top]):
+    for i, r in enumerate(shown):
         cost = f" {r.cost_per_million_examples:>10.4g}" if priced else ""
         lines.append(
-            f"{i + 1:>4}  {r.candidate.label:<42} {r.candidate.machines:>8} "
+            f"{i + 1:>4}  {r.candidate.label:<{width}} {r.candidate.machines:>8} "
             f"{r.analytic_examples_per_s:>10.4g}  {_sim_cell(r):<28}{cost}".rstrip()
         )
     if priced:
@@ -186,7 +219,13 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
             f"per million examples ({cheapest.source})"
         )
     lines.append(f"saturation (analytic; fewest W reaching {SATURATION_SHARE:.0%} of the best):")
+    family_width = max(len(s.family) for s in advice.saturation)
     for s in advice.saturation:
-        text = f"W = {s.workers}" if s.workers else f"still growing at W = {s.max_workers}"
-        lines.append(f"  {s.family:<36} {text}")
+        if s.workers:
+            text = f"W = {s.workers}"
+        elif s.max_workers == 1:
+            text = "only W = 1 fits the budget"
+        else:
+            text = f"still growing at W = {s.max_workers}"
+        lines.append(f"  {s.family:<{family_width}}  {text}")
     return "\n".join(lines)

@@ -15,14 +15,16 @@ from typing import Any
 
 from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_async
 from simcore.analytic.mva import SOLVERS
-from simcore.analytic.params import Cluster, WorkerType, worker_type_from_trace
+from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
 from simcore.sim.config import MODES
+from simcore.topology import Topology
+from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
-from simcore.units import format_bandwidth, format_bytes, format_seconds
+from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_bandwidth
 
 ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
 SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
@@ -56,6 +58,14 @@ def register(subparsers: Any) -> None:
         help="Eq. 6's second solve: pick FCFS/PS again (reselect) or keep the first pick",
     )
     p.add_argument("--solver", choices=SOLVERS, default="auto", help="MVA solver (default auto)")
+    hosts = p.add_argument_group(
+        "hosts", "each worker a host of several devices (TPDS'22 4.4): one coarse worker per host"
+    )
+    hosts.add_argument(
+        "--topology", help="host type file or sample (aws-p3.16xlarge); its NIC is B unless given"
+    )
+    hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
+    hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -67,6 +77,22 @@ def _bandwidth(args: argparse.Namespace) -> float:
 
 def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:
     return {"examples_per_s": examples_per_s, "steps_per_s": steps_per_s}
+
+
+def _host(args: argparse.Namespace, device: WorkerType, topology: Topology | None) -> WorkerType:
+    """The coarse worker: one device, or a host of ``--devices-per-host`` of them."""
+    devices = args.devices_per_host
+    if devices is None:
+        devices = topology.devices_per_host if topology is not None else 1
+    if args.intra_bandwidth is not None:
+        intra: float | None = parse_bandwidth(args.intra_bandwidth, name="--intra-bandwidth")
+    else:
+        intra = topology.intra_bandwidth_bps if topology is not None else None
+    if devices > 1 and intra is None:
+        raise ConfigError(f"--intra-bandwidth: needed with {devices} devices per host")
+    if devices < 1:
+        raise ConfigError(f"--devices-per-host: must be an integer >= 1, got {devices}")
+    return host_worker_type(device, devices, intra)
 
 
 def analyze_row(args: argparse.Namespace, worker: WorkerType, workers: int, b: float) -> Row:
@@ -97,9 +123,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers: counts must be >= 1, got {min(counts)}")
     if not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
         raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
-    b = _bandwidth(args)
+    topology = load_topology(args.topology) if args.topology else None
+    b = (
+        _bandwidth(args)
+        if args.bandwidth or args.network or topology is None
+        else (topology.server_bandwidth_bps or topology.nic_bandwidth_bps)
+    )
     trace = load_trace(args.trace)
-    worker = worker_type_from_trace(trace)
+    worker = _host(args, worker_type_from_trace(trace), topology)
     rows = [analyze_row(args, worker, w, b) for w in counts]
     if args.json:
         doc = {

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "simcore.cli.profile_cmd",
     "simcore.cli.trace_cmd",
     "simcore.cli.simulate_cmd",
+    "simcore.cli.timeline_cmd",
     "simcore.cli.analyze_cmd",
     "simcore.cli.advise_cmd",
     "simcore.cli.network_cmd",

@@ -8,6 +8,7 @@ sizes and durations accept units (``10Gbps``, ``64KiB``, ``50us``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -18,14 +19,16 @@ from typing import Any
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
-from simcore.export.chrome import TimelineSpan, chrome_trace
+from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import refuse_existing
 from simcore.network import NetworkProfile
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
-from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES
-from simcore.sim.results import Timeline, result_to_dict, timeline_to_dict
+from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
+from simcore.topology import Topology
+from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace, read_json, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
@@ -53,7 +56,7 @@ def register(subparsers: Any) -> None:
         metavar="TRACE",
         help="trace file or sample name; several = one per worker type",
     )
-    p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-16 (default 1)")
+    p.add_argument("--workers", help="W, a list 1,2,4 or a range 1-16 (default 1)")
     p.add_argument(
         "--bandwidth",
         help=f"server link bandwidth (default: --network's, else {DEFAULT_BANDWIDTH})",
@@ -132,6 +135,31 @@ def register(subparsers: Any) -> None:
         default=0.0,
         help="multiplicative noise on computation durations, coefficient of variation",
     )
+    p.add_argument(
+        "--overlap",
+        choices=OVERLAPS,
+        default="layerwise",
+        help="layerwise: per-layer overlap of communication and computation, as in the trace; "
+        "none: strict phases, all pulls then all computation then all pushes (default layerwise)",
+    )
+    hosts = p.add_argument_group(
+        "hosts", "hosts of several devices (TPDS'22 4.4), or several worker processes per host"
+    )
+    hosts.add_argument(
+        "--topology",
+        help="host type file or sample (e.g. aws-p3.16xlarge): devices per host, intra-host "
+        "bandwidth, NIC, per-flow cap; options given explicitly win",
+    )
+    hosts.add_argument("--hosts", help="hosts H (instead of --workers): count, list or range")
+    hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
+    hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
+    hosts.add_argument(
+        "--colocated", type=int, default=1, help="worker processes per host (default 1)"
+    )
+    hosts.add_argument("--host-cores", type=float, help="CPU cores per host, shared by them")
+    hosts.add_argument(
+        "--worker-cores", type=float, help="cores one worker used when profiled alone"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
     p.add_argument(
@@ -194,15 +222,24 @@ def _placement(text: str) -> str | dict[str, int]:
 
 
 def build_config(
-    args: argparse.Namespace, workers: int, network: NetworkProfile | None = None
+    args: argparse.Namespace,
+    workers: int,
+    network: NetworkProfile | None = None,
+    topology: Topology | None = None,
 ) -> SimulationConfig:
-    """The SimulationConfig the arguments describe, for ``workers`` workers.
+    """The SimulationConfig the arguments describe, for ``workers`` workers (or hosts).
 
     ``network`` (loaded from ``--network``) supplies the bandwidth and latency that
-    ``--bandwidth`` and ``--latency`` leave open.
+    ``--bandwidth`` and ``--latency`` leave open; ``topology`` (``--topology``) the host
+    settings that the host options leave open, and the bandwidth before ``network``.
     """
-    bandwidth_bps, latency_s = resolve_link(args.bandwidth, args.latency, network)
-    return SimulationConfig(
+    bandwidth = args.bandwidth
+    if bandwidth is None and topology is not None:
+        ring = args.arch == "allreduce"
+        server = topology.server_bandwidth_bps or topology.nic_bandwidth_bps
+        bandwidth = f"{topology.nic_bandwidth_bps if ring else server}bps"
+    bandwidth_bps, latency_s = resolve_link(bandwidth, args.latency, network)
+    config = SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth_bps,
         arch=args.arch,
@@ -232,17 +269,55 @@ def build_config(
         jitter=args.jitter,
         jitter_cv=args.jitter_cv,
         timeline=args.timeline is not None,
+        overlap=args.overlap,
+        colocated_workers=args.colocated,
+        host_cpu_cores=args.host_cores,
+        worker_cpu_cores=args.worker_cores,
     )
+    return _with_hosts(args, config, topology)
+
+
+def _with_hosts(
+    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
+) -> SimulationConfig:
+    """``config`` with the devices per host, intra-host link, NIC and flow cap of the host
+    options, falling back on ``topology``'s."""
+    ring = config.arch == "allreduce"
+    devices = args.devices_per_host
+    if devices is None:
+        devices = topology.devices_per_host if topology is not None else 1
+    intra = _bandwidth_option(args.intra_bandwidth, "--intra-bandwidth")
+    if intra is None and topology is not None:
+        intra = topology.intra_bandwidth_bps
+    if devices > 1 and intra is None:
+        raise ConfigError(
+            f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
+            "host's devices, e.g. 150GB/s for NVLink)"
+        )
+    changes: dict[str, Any] = {"devices_per_host": devices, "intra_bandwidth_bps": intra}
+    if topology is not None:
+        if args.flow_cap is None:
+            changes["flow_cap_bps"] = topology.flow_cap_bps
+        if args.worker_bandwidth is None and not ring:
+            changes["worker_bandwidth_bps"] = topology.nic_bandwidth_bps
+    return dataclasses.replace(config, **changes)
+
+
+def _bandwidth_option(text: str | None, name: str) -> float | None:
+    return None if text is None else parse_bandwidth(text, name=name)
 
 
 def run(args: argparse.Namespace) -> int:
-    counts = parse_workers(args.workers)
+    if args.hosts is not None and args.workers is not None:
+        raise ConfigError("--hosts: give --hosts or --workers, not both (a host is a worker)")
+    counts = parse_workers(args.hosts or args.workers or "1")
+    topology = load_topology(args.topology) if args.topology else None
     if args.timeline is not None:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
     network = load_network_option(args.network)
-    configs = [build_config(args, w, network) for w in counts]  # all checked before running
+    configs = [build_config(args, w, network, topology) for w in counts]  # checked before running
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
         validate(traces, config)
@@ -307,29 +382,15 @@ def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: T
     if args.timeline_format == "records":
         doc = timeline_to_dict(timeline)
     else:
+        spans = simulated_spans(timeline, trace=trace, arch=result.config.arch)
         doc = chrome_trace(
-            _spans(timeline), {"model": trace.metadata.model_name, "workers": result.config.workers}
+            spans, {"model": trace.metadata.model_name, "workers": result.config.workers}
         )
     try:
         path = write_json_atomic(args.timeline, doc, overwrite=args.force)
     except OSError as err:
         raise ConfigError(f"--timeline: cannot write {args.timeline}: {err}") from err
     print(f"wrote {len(timeline)} timeline records to {path}", file=sys.stderr)
-
-
-def _spans(timeline: Timeline) -> list[TimelineSpan]:
-    return [
-        TimelineSpan(
-            f"worker {r.worker}",
-            r.resource,
-            r.op,
-            r.kind,
-            r.start_s,
-            r.end_s - r.start_s,
-            {"step": r.step, "bytes": r.nbytes},
-        )
-        for r in timeline
-    ]
 
 
 def _ci(result: SimulationResult, scale: float = 1.0) -> str:
@@ -352,6 +413,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"model      {trace.metadata.model_name}, batch {trace.metadata.batch_size}",
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
+        *_host_lines(c),
         f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
         f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {result.steps_per_s.value:.4g} steps/s",
@@ -368,6 +430,24 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"({result.ops_per_wall_s:,.0f} ops/s)"
     )
     return "\n".join(lines)
+
+
+def _host_lines(c: SimulationConfig) -> list[str]:
+    """How workers map to hosts, when they do not each have a host of one device."""
+    lines = []
+    if c.devices_per_host > 1:
+        intra = format_bandwidth(c.intra_bandwidth_bps or 0.0)
+        lines.append(
+            f"hosts      each worker is a host of {c.devices_per_host} devices "
+            f"({c.workers * c.devices_per_host} devices), {intra} inside a host"
+        )
+    if c.colocated_workers > 1 or c.host_cpu_cores is not None:
+        cpu = "" if c.host_cpu_cores is None else f", sharing {c.host_cpu_cores:g} CPU cores"
+        lines.append(f"hosts      {c.colocated_workers} worker(s) per host{cpu}")
+    if c.flow_cap_bps is not None:
+        caps = c.flow_cap_bps if isinstance(c.flow_cap_bps, tuple) else (c.flow_cap_bps,)
+        lines.append(f"flow cap   {', '.join(sorted({format_bandwidth(v) for v in caps}))}")
+    return lines
 
 
 def _components(result: SimulationResult) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,16 @@ def scenario_parser(
     seed: int = 1,
     bandwidth: str | None = None,
     network: str | None = None,
+    help_texts: Mapping[str, str] | None = None,
 ) -> argparse.ArgumentParser:
     """The standard scenario command line; a scenario adds its own options to the result.
 
     ``bandwidth`` or ``network`` is the default link (a network profile's fitted bandwidth and
     latency); an explicit ``--bandwidth``/``--latency`` on the command line wins over it.
+    ``help_texts`` replaces the help of standard options by name (``{"workers": "..."}``), for a
+    scenario in which they drive something particular.
     """
+    texts = dict(help_texts or {})
     summary = (doc or name).strip().split("\n\n")[0]
     parser = OneLineErrorParser(
         prog=f"python scenarios/{name}.py",
@@ -53,7 +57,10 @@ def scenario_parser(
     parser.add_argument("--trace", default=trace, help=f"trace file or sample (default {trace})")
     link = parser.add_argument_group("link to the parameter server(s)")
     default_link = f"network profile {network}" if network else f"{bandwidth}, no latency"
-    link.add_argument("--bandwidth", help=f"e.g. 1Gbps, 10Gbps (default: {default_link})")
+    link.add_argument(
+        "--bandwidth",
+        help=texts.pop("bandwidth", f"e.g. 1Gbps, 10Gbps (default: {default_link})"),
+    )
     link.add_argument("--latency", help="per-transfer latency, e.g. 50us")
     link.add_argument(
         "--network", default=network, help="measured network profile (file or sample name)"
@@ -63,7 +70,9 @@ def scenario_parser(
         "--workers",
         type=worker_list,
         default=tuple(workers),
-        help=f"worker counts, e.g. 1-16 or 1,2,4,8 (default {format_workers(workers)})",
+        help=texts.pop(
+            "workers", f"worker counts, e.g. 1-16 or 1,2,4,8 (default {format_workers(workers)})"
+        ),
     )
     parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
     parser.add_argument(
@@ -73,6 +82,8 @@ def scenario_parser(
     parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    if texts:
+        raise ValueError(f"help_texts: no standard option {sorted(texts)} takes a new help")
     return parser
 
 

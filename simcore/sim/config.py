@@ -23,6 +23,7 @@ MODES = ("async", "sync")
 CAP_MODES = ("clip", "maxmin")
 JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
+OVERLAPS = ("layerwise", "none")
 HYBRID = "hybrid"
 
 
@@ -69,6 +70,23 @@ class SimulationConfig:
         product-form queueing theory, for checks against analytic models).
     jitter_cv : extra multiplicative noise on computation durations, coefficient of variation.
     timeline : record every op (memory then grows with the number of steps).
+    overlap : ``"layerwise"`` (the trace's per-layer dependencies: a layer's forward starts when
+        its pull has arrived, its push when its backward ends) or ``"none"`` (strict phases:
+        all pulls, then all computation, then all pushes; TPDS'22 Fig. 4). See SEMANTICS.md.
+    devices_per_host : G, accelerators per host (TPDS'22 4.4). With G > 1 each of the ``workers``
+        is a host of G devices that each run the profiled step; a host aggregates per layer with
+        an intra-host AllReduce, one device per host talks to the servers or the inter-host ring,
+        and it broadcasts the new parameters inside the host. 1 = one device per worker (flat).
+    intra_bandwidth_bps : the intra-host link between a host's devices (NVLink, PCIe), bit/s;
+        needed when ``devices_per_host > 1``.
+    colocated_workers : worker processes per host (workers 0..k-1 on the first host, and so on);
+        with ``host_cpu_cores`` they share the host's CPU. 1 = every worker has its own host.
+    host_cpu_cores : CPU cores per host shared by its co-located workers' computation (processor
+        sharing); None = computation is not shared.
+    worker_cpu_cores : cores one worker's computation used when it was profiled alone (e.g.
+        torch's intra-op threads); an op alone runs at the profiled speed, and ``n`` concurrent
+        ops on a host each run at ``min(host_cpu_cores / n, worker_cpu_cores)`` cores. None =
+        ``host_cpu_cores`` (a worker alone used the whole host). See SEMANTICS.md.
     """
 
     workers: int = 1
@@ -96,6 +114,12 @@ class SimulationConfig:
     jitter: str = "none"
     jitter_cv: float = 0.0
     timeline: bool = False
+    overlap: str = "layerwise"
+    devices_per_host: int = 1
+    intra_bandwidth_bps: float | None = None
+    colocated_workers: int = 1
+    host_cpu_cores: float | None = None
+    worker_cpu_cores: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.placement, Mapping):
@@ -112,6 +136,15 @@ class SimulationConfig:
         if self.sharing is not None:
             return self.sharing
         return "allreduce" if self.arch == "allreduce" else "ps"
+
+    @property
+    def shares_host_cpu(self) -> bool:
+        """True when co-located workers' computation shares a host CPU."""
+        return self.host_cpu_cores is not None
+
+    def host_of(self, worker: int) -> int:
+        """The host of ``worker`` (co-located workers fill hosts in index order)."""
+        return worker // self.colocated_workers
 
     @property
     def nic_bps(self) -> float:
@@ -157,6 +190,8 @@ def _validate(config: SimulationConfig) -> None:
         ("servers", 1),
         ("window_bytes", 1),
         ("seed", 0),
+        ("devices_per_host", 1),
+        ("colocated_workers", 1),
     ):
         _int_at_least(config, name, low)
     if config.steps <= config.warmup_steps:
@@ -170,6 +205,7 @@ def _validate(config: SimulationConfig) -> None:
     _one_of("mode", config.mode, MODES)
     _one_of("cap_mode", config.cap_mode, CAP_MODES)
     _one_of("jitter", config.jitter, JITTERS)
+    _one_of("overlap", config.overlap, OVERLAPS)
     if config.policy_name not in [*sharing_policy_names(), HYBRID]:
         raise ConfigError(
             f"sharing: unknown policy {config.policy_name!r}; registered: "
@@ -183,6 +219,14 @@ def _validate(config: SimulationConfig) -> None:
     for name in ("parse_alpha_s_per_byte", "parse_beta_s", "latency_s", "jitter_cv"):
         _positive(name, getattr(config, name), zero_ok=True)
     _validate_per_worker(config)
+    if config.intra_bandwidth_bps is not None:
+        _positive("intra_bandwidth_bps", config.intra_bandwidth_bps)
+    elif config.devices_per_host > 1:
+        raise ConfigError(
+            f"intra_bandwidth_bps: needed with devices_per_host={config.devices_per_host} "
+            "(the link between a host's devices, e.g. 300GB/s for NVLink)"
+        )
+    _validate_host_cpu(config)
     if config.arch == "allreduce":
         if config.mode != "sync":
             raise ConfigError("mode: ring AllReduce is synchronous; use mode='sync' with it")
@@ -190,6 +234,24 @@ def _validate(config: SimulationConfig) -> None:
             raise ConfigError("servers: ring AllReduce has no parameter servers; use servers=1")
     if isinstance(config.placement, str):
         _one_of("placement", config.placement, PLACEMENTS)
+
+
+def _validate_host_cpu(config: SimulationConfig) -> None:
+    if config.host_cpu_cores is not None:
+        _positive("host_cpu_cores", config.host_cpu_cores)
+    if config.worker_cpu_cores is not None:
+        _positive("worker_cpu_cores", config.worker_cpu_cores)
+        if config.host_cpu_cores is None:
+            raise ConfigError("worker_cpu_cores: needs host_cpu_cores (the cores it shares)")
+        if config.worker_cpu_cores > config.host_cpu_cores:
+            raise ConfigError(
+                f"worker_cpu_cores: {config.worker_cpu_cores} is more than the host's "
+                f"host_cpu_cores ({config.host_cpu_cores})"
+            )
+    if config.colocated_workers > 1 and config.devices_per_host > 1:
+        raise ConfigError(
+            "colocated_workers: not with devices_per_host > 1 (a worker is then a whole host)"
+        )
 
 
 def _validate_per_worker(config: SimulationConfig) -> None:

@@ -6,6 +6,10 @@ and creates no objects per op.
 
 Transforms (in this order), all expressed as changes of the step DAG:
 
+- **strict phases** (``overlap="none"``, TPDS'22 Fig. 4): the worker's computation ops without
+  a computation predecessor also wait for every pull, and every push also waits for every
+  computation op without a computation successor, so all pulls end before any computation starts
+  and all computation ends before any push starts; server updates keep their own push only;
 - **ring AllReduce** (TPDS'22 3.2.2): downlink ops are dropped (their dependents inherit their
   dependencies) and each uplink op carries ``2(K-1)/K`` times its bytes, sent at the worker's full
   bandwidth by the ``allreduce`` policy;
@@ -13,6 +17,10 @@ Transforms (in this order), all expressed as changes of the step DAG:
 - **parsing overhead** (ICPE'20 3.2.1): a receiver-side op ``parse:<id>`` of
   ``alpha * bytes + beta`` seconds after each transfer, on the worker's compute for pulls (and
   AllReduce) and on the server's compute for pushes; the transfer's dependents wait for it;
+- **hosts of G devices** (``devices_per_host``, TPDS'22 4.4): before each push (or ring
+  AllReduce) an ``intra-reduce:<id>`` op, after each pull (or ring AllReduce, and after its
+  latency and parsing) an ``intra-broadcast:<id>`` op, each (G-1)/G of the layer's bytes over the
+  intra-host link on the host's ``intra`` resource; a step then trains G times the batch;
 - **placement** of layers on parameter servers: each server has its own downlink, uplink and
   compute, so a worker has one connection per server and direction.
 
@@ -21,15 +29,19 @@ Inserted ops follow their transfer in trace order, so trace-order tie-breaks sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from simcore.errors import ConfigError
 from simcore.sim.config import SimulationConfig
-from simcore.trace.model import OpKind, Resource, Trace
+from simcore.trace.model import Op, OpKind, Resource, Trace
 
 DELAY = "latency"  # the pseudo-resource of latency ops: unlimited, nothing queues there
+INTRA = "intra"  # a host's link between its devices: one intra-host transfer at a time
+INTRA_REDUCE = "intra-reduce"
+INTRA_BROADCAST = "intra-broadcast"
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,32 @@ def assign_servers(
     return result
 
 
+def _strict_phase_deps(trace: Trace) -> dict[str, tuple[str, ...]]:
+    """Extra dependencies (op id -> op ids) that turn ``trace``'s step into strict phases.
+
+    Computation ops (on the worker) that depend on no other computation op wait for every pull;
+    every other computation op follows one of them. Every push waits for every computation op
+    that no other computation op depends on, which all computation precedes. Joining at these
+    sources and sinks adds O(pulls + pushes) edges for a chain-like model instead of one per
+    (pull, computation) pair, so the engine's per-step work hardly grows.
+    """
+    compute = {op.id for op in trace.ops if op.resource is Resource.WORKER}
+    has_compute_dependent: set[str] = set()
+    extra: dict[str, tuple[str, ...]] = {}
+    pulls = tuple(op.id for op in trace.ops if op.resource is Resource.DOWNLINK)
+    for op in trace.ops:
+        if op.id in compute:
+            before = [d for d in op.deps if d in compute]
+            has_compute_dependent.update(before)
+            if not before:
+                extra[op.id] = pulls
+    sinks = tuple(op.id for op in trace.ops if op.id in compute - has_compute_dependent)
+    for op in trace.ops:
+        if op.resource is Resource.UPLINK:
+            extra[op.id] = sinks
+    return extra
+
+
 @dataclass
 class _Node:
     op_id: str
@@ -167,6 +205,11 @@ def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
         ndeps.append(len(deps))
         for d in deps:
             dependents[d].append(i)
+    if config.overlap == "none" and len(_topological(dependents, ndeps)) < len(nodes):
+        raise ConfigError(
+            f"overlap: 'none' (strict phases) does not fit trace {trace.source}: some pull "
+            "depends on computation, or some computation on a push; use overlap='layerwise'"
+        )
     raw = np.array(
         [[np.nan if d is None else d for d in step.duration_s] for step in trace.steps], float
     ).reshape(len(trace.steps), len(trace.ops))
@@ -192,7 +235,7 @@ def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
         computation=np.array(
             [n.resource in (Resource.WORKER.value, Resource.PS.value) for n in nodes], dtype=bool
         ),
-        batch_size=trace.metadata.batch_size,
+        batch_size=trace.metadata.batch_size * config.devices_per_host,
     )
 
 
@@ -209,6 +252,8 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             out.extend(resolve(dropped[d]) if d in dropped else [d])
         return out
 
+    phases = _strict_phase_deps(trace) if config.overlap == "none" else {}
+    intra = _intra_host_op(config)
     nodes: list[_Node] = []
     alias: dict[str, str] = {}
     parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
@@ -220,9 +265,12 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
         bits = 8.0 * op.nbytes if op.nbytes is not None and op.is_communication else 0.0
         if ring and op.resource is Resource.UPLINK:
             bits *= 2.0 * (k - 1) / k
-        nodes.append(
-            _Node(op.id, op.kind.value, op.resource.value, server, bits, col, 0.0, resolve(op.deps))
-        )
+        deps = resolve([*op.deps, *phases.get(op.id, ())])
+        if intra is not None and op.resource is Resource.UPLINK:
+            # The host's devices first reduce this layer's gradients onto the one that sends.
+            nodes.append(intra(f"{INTRA_REDUCE}:{op.id}", op, deps))
+            deps = [nodes[-1].op_id]
+        nodes.append(_Node(op.id, op.kind.value, op.resource.value, server, bits, col, 0.0, deps))
         if not op.is_communication:
             continue
         last = op.id
@@ -257,5 +305,29 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
                 )
             )
             last = nodes[-1].op_id
+        if intra is not None and (op.resource is Resource.DOWNLINK or ring):
+            # New parameters (pulled, or all-reduced between hosts) reach the other devices.
+            nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
+            last = nodes[-1].op_id
         alias[op.id] = last
     return nodes, alias
+
+
+def _intra_host_op(config: SimulationConfig) -> Callable[[str, Op, list[str]], _Node] | None:
+    """A maker of intra-host transfer ops, or None for one device per host (the flat case).
+
+    Each moves (G-1)/G of the layer's bytes over the intra-host link: the reduce-scatter half of
+    a ring AllReduce among the G devices before a push, the all-gather half after a pull, so that
+    one host alone (no server traffic) costs exactly a ring AllReduce, 2(G-1)/G * bytes / B_intra.
+    They run on the host's ``intra`` resource one after another, a fixed time each.
+    """
+    g = config.devices_per_host
+    if g == 1 or config.intra_bandwidth_bps is None:
+        return None
+    seconds_per_byte = 8.0 * (g - 1) / g / config.intra_bandwidth_bps
+
+    def make(op_id: str, op: Op, deps: list[str]) -> _Node:
+        cost = seconds_per_byte * (op.nbytes or 0)
+        return _Node(op_id, OpKind.OTHER.value, INTRA, 0, 0.0, -1, cost, deps)
+
+    return make

@@ -33,7 +33,14 @@ from simcore.sim.dag import CompiledDag
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
 from simcore.sim.sharing import EqualSharePolicy, FirstComeFirstServed, SharingPolicy
-from simcore.sim.slots import ComputeSlot, DelaySlot, NetSlot, Recorder, WorkerState
+from simcore.sim.slots import (
+    ComputeSlot,
+    DelaySlot,
+    NetSlot,
+    Recorder,
+    SharedComputeSlot,
+    WorkerState,
+)
 from simcore.sim.streams import StreamContext, make_stream_scheduler, random_rank
 from simcore.trace.model import Resource
 
@@ -94,6 +101,7 @@ class Engine:
         self.sched_rng = np.random.default_rng(streams[-1])
         self.recorder = Recorder() if config.timeline else None
         self.links = self._make_links()
+        self.host_cpus = self._make_host_cpus()
         self._rows = [self._worker_rows(w) for w in range(config.workers)]
         self._computation = [dags[d].computation for d in worker_dag]
         self.workers = [self._make_worker(w) for w in range(config.workers)]
@@ -137,6 +145,20 @@ class Engine:
         cfg, policy, env = self.config, self.policy, self.env
         caps = self._caps()
         bandwidth = cfg.bandwidth_bps
+        if cfg.colocated_workers > 1:  # co-located workers share their host's NIC
+            hosts = cfg.host_of(cfg.workers - 1) + 1
+            nic_of = [cfg.host_of(w) for w in range(cfg.workers)]
+            maxmin = cfg.cap_mode == "maxmin"
+            return RateLink(
+                env,
+                name,
+                [bandwidth] * cfg.servers,
+                policy,
+                caps,
+                maxmin,
+                [cfg.nic_bps] * hosts,
+                nic_of,
+            )
         uniform = all(c == caps[0] for c in caps)
         if cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
             cap = caps[0]
@@ -154,6 +176,22 @@ class Engine:
         return RateLink(
             env, name, [bandwidth] * cfg.servers, policy, caps, cfg.cap_mode == "maxmin", nic
         )
+
+    def _make_host_cpus(self) -> list[Link]:
+        """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``
+        whose flows are computations, each limited to ``worker_cpu_cores``."""
+        cfg = self.config
+        if cfg.host_cpu_cores is None:
+            return []
+        cores = cfg.host_cpu_cores
+        per_op = cfg.worker_cpu_cores if cfg.worker_cpu_cores is not None else cores
+
+        def share_of_n(n: int) -> float:
+            share = cores / n
+            return share if share < per_op else per_op
+
+        hosts = cfg.host_of(cfg.workers - 1) + 1
+        return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(hosts)]
 
     def _worker_rows(self, w: int) -> list[list[float]]:
         """The profiled steps' durations for worker w, with its speed factor applied."""
@@ -193,6 +231,11 @@ class Engine:
                 )
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))
+            elif spec.resource == Resource.WORKER.value and self.host_cpus:
+                cfg = self.config
+                cores = cfg.worker_cpu_cores or cfg.host_cpu_cores or 1.0
+                cpu = self.host_cpus[cfg.host_of(w)]
+                slots.append(SharedComputeSlot(env, state, sid, cpu, cores))
             else:
                 slots.append(ComputeSlot(env, state, sid))
         state.offers = [slots[s].offer for s in dag.slot_of]

@@ -34,7 +34,9 @@ class RateLink(Link):
 
     Each channel ``c`` has capacity ``capacities_bps[c]`` and divides it with ``policy`` among its
     flows (in activation order), then per-flow caps apply (``maxmin`` or clip), then each worker's
-    flows on all channels are limited to its NIC (``nic_bps``; None = no NIC limit).
+    flows on all channels are limited to its NIC (``nic_bps``; None = no NIC limit). With
+    ``nic_of``, workers share NICs: worker ``w``'s flows count against ``nic_bps[nic_of[w]]``
+    (co-located workers behind their host's NIC).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class RateLink(Link):
         caps_bps: Sequence[float],
         maxmin: bool,
         nic_bps: Sequence[float] | None,
+        nic_of: Sequence[int] | None = None,
     ) -> None:
         super().__init__(env, name, max(capacities_bps))
         self._caps_c = list(capacities_bps)
@@ -53,6 +56,7 @@ class RateLink(Link):
         self._caps = caps_bps
         self._maxmin = maxmin
         self._nic = nic_bps
+        self._nic_of = nic_of  # worker -> index into nic_bps; None: every worker has its own
         self._flows: list[_Flow] = []
         nch = len(capacities_bps)
         self._n_c = [0] * nch
@@ -101,7 +105,10 @@ class RateLink(Link):
             for i, r in zip(idx, share, strict=True):
                 rates[i] = r
         if self._nic is not None:
-            rates = nic_limited_rates(rates, [f.owner.worker for f in flows], self._nic)
+            owners = [f.owner.worker for f in flows]
+            if self._nic_of is not None:
+                owners = [self._nic_of[w] for w in owners]
+            rates = nic_limited_rates(rates, owners, self._nic)
         self._n_c = [0] * len(self._caps_c)
         self._rate_c = [0.0] * len(self._caps_c)
         best = float("inf")

@@ -187,7 +187,8 @@ def nic_limited_rates(
 
     The flows of one worker to several parameter servers share its NIC (ICPE'20 section 5): a
     worker alone on server 1 but one of n on server 2 gets B/n to server 2 and only up to B - B/n
-    to server 1. ``rates`` are the servers' shares (the demands); ``nic_bps[w]`` is worker w's NIC.
+    to server 1. ``rates`` are the servers' shares (the demands); ``workers[i]`` is the NIC of flow
+    i (its worker, or its host when workers share one) and ``nic_bps[k]`` the bandwidth of NIC k.
     """
     out = list(rates)
     by_worker: dict[int, list[int]] = {}

@@ -155,6 +155,71 @@ class ComputeSlot:
         self._done(event)
 
 
+class SharedComputeSlot:
+    """A worker's computation on a CPU shared with the other workers of its host.
+
+    Like :class:`ComputeSlot` (FIFO, one op at a time), but an op is a flow of
+    ``duration * cores`` core-seconds on the host's CPU, a link whose capacity is the host's
+    cores (see ``colocated_workers`` in SEMANTICS.md). Implements the link's ``FlowOwner``.
+    """
+
+    __slots__ = (
+        "_heap",
+        "busy",
+        "channel",
+        "cores",
+        "departing",
+        "env",
+        "link",
+        "op",
+        "slot_id",
+        "t0",
+        "worker",
+        "worker_state",
+    )
+
+    def __init__(
+        self, env: simpy.Environment, worker: WorkerState, slot_id: int, link: Link, cores: float
+    ) -> None:
+        self.env = env
+        self.worker_state = worker
+        self.worker = worker.index  # FlowOwner.worker
+        self.channel = 0
+        self.departing = False
+        self.slot_id = slot_id
+        self.link = link
+        self.cores = cores
+        self._heap: list[tuple[float, int]] = []
+        self.busy = False
+        self.op = -1
+        self.t0 = 0.0
+
+    def offer(self, op: int) -> None:
+        if self.busy:
+            heappush(self._heap, (self.env.now, op))
+        else:
+            self._start(op)
+
+    def _start(self, op: int) -> None:
+        self.busy = True
+        self.op = op
+        self.t0 = self.env.now
+        self.link.transmit(self, self.worker_state.dur[op] * self.cores)
+
+    def flow_done(self) -> None:
+        op = self.op
+        w = self.worker_state
+        if w.recorder is not None:
+            w.recorder.add(
+                w.index, w.step, w.op_offset + op, self.slot_id, self.t0, self.env.now, 0.0
+            )
+        w.complete(op)  # dependents offered here queue behind the busy slot
+        if self._heap:
+            self._start(heappop(self._heap)[1])
+        else:
+            self.busy = False
+
+
 class DelaySlot:
     """The latency pseudo-resource: every op is a pure delay, nothing ever waits."""
 

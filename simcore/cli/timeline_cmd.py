@@ -1,0 +1,303 @@
+"""``sgdsim timeline``: simulate W workers and draw who does what when (a Gantt chart).
+
+One row per worker and resource (pull, compute, push, update at the server), colored by op kind,
+over a window of steps (``--window 10:12``) or of time (``--time 1.5s:2s``); ``--aggregate``
+draws how many workers pull, compute, push and update over time instead; ``--profiled`` draws the
+profiled step above the simulated one-worker step. ``--chrome`` writes what the figure shows as
+Chrome Trace Event JSON (Perfetto UI, chrome://tracing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.errors import ConfigError
+from simcore.export.chrome import (
+    TimelineSpan,
+    chrome_trace,
+    profiled_step_spans,
+    simulated_spans,
+)
+from simcore.files import refuse_existing
+from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
+from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim.config import ARCHS, MODES
+from simcore.sim.sharing import sharing_policy_names
+from simcore.sim.streams import stream_scheduler_names
+from simcore.trace.io import load_trace, write_json_atomic
+from simcore.trace.model import Trace
+from simcore.units import format_bandwidth, parse_duration, parse_size
+
+DEFAULT_STEPS = 20
+WINDOW_STEPS = 3  # steps shown by default, from the middle of the run
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "timeline",
+        help="draw the simulated timeline of W workers (Gantt chart, Chrome trace)",
+        description="Simulate W workers with a timeline and draw it: one row per worker and "
+        "resource (pull, compute, push, server update), colored by op kind, over a window of "
+        "steps. Bandwidths and durations take units (1Gbps, 50us).",
+    )
+    p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
+    p.add_argument("--workers", help="W, a single count (default 4; 1 with --profiled)")
+    p.add_argument(
+        "--arch", choices=ARCHS, default="ps", help="parameter server or ring AllReduce (ps)"
+    )
+    p.add_argument("--mode", choices=MODES, default="async", help="default async")
+    p.add_argument(
+        "--sharing",
+        choices=sharing_policy_names(),
+        help="link sharing (default: ps, or allreduce for --arch allreduce)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        help=f"server link bandwidth (default: --network's, else {DEFAULT_BANDWIDTH})",
+    )
+    p.add_argument("--network", help="measured network profile, a file or sample")
+    p.add_argument("--latency", help="latency per transfer, e.g. 100us (default: --network's)")
+    p.add_argument("--servers", type=int, default=1, help="parameter servers (default 1)")
+    p.add_argument(
+        "--scheduler",
+        choices=stream_scheduler_names(),
+        default="fifo",
+        help="stream order on each connection (http2: multiplexing with --http2-window)",
+    )
+    p.add_argument("--http2-window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        help=f"steps per worker (default {DEFAULT_STEPS})",
+    )
+    p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
+    p.add_argument(
+        "--window",
+        help="steps to show, FIRST:LAST inclusive (default: 3 steps from the middle of the run)",
+    )
+    p.add_argument("--time", help="time window to show instead, T0:T1 (e.g. 1.5s:2s)")
+    p.add_argument("--show-workers", help="workers to draw, e.g. 0,1,2 (default all)")
+    p.add_argument(
+        "--aggregate",
+        action="store_true",
+        help="draw the number of workers busy on each resource over time instead of the rows",
+    )
+    p.add_argument(
+        "--profiled",
+        action="store_true",
+        help="draw the profiled step above the simulated one-worker step instead",
+    )
+    p.add_argument("--step", type=int, default=0, help="profiled step for --profiled (default 0)")
+    p.add_argument("-o", "--out", help="output PNG")
+    p.add_argument("--chrome", help="also write what is shown as Chrome Trace Event JSON")
+    p.add_argument("--title", help="figure title (default: what was simulated)")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    outputs = [Path(p) for p in (args.out, args.chrome) if p is not None]
+    if not outputs:
+        raise ConfigError("-o/--out: give an output PNG, or --chrome FILE, or both")
+    if args.out is not None and args.chrome is not None and Path(args.out) == Path(args.chrome):
+        raise ConfigError(f"--chrome: {args.chrome} is also the figure's path (-o)")
+    for path in outputs:
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory; give a file name")
+        refuse_existing(path, args.force)
+    workers = _workers(args)
+    window = _span(args.window, "--window") if args.window else None
+    time_s = _time_window(args.time) if args.time else None
+    if window is not None and time_s is not None:
+        raise ConfigError("--time: give --window (steps) or --time, not both")
+    shown = _int_list(args.show_workers, "--show-workers") if args.show_workers else None
+    if shown is not None and not all(0 <= w < workers for w in shown):
+        raise ConfigError(
+            f"--show-workers: {args.show_workers!r} must name workers 0..{workers - 1}"
+        )
+    if args.steps < 1:
+        raise ConfigError(f"--steps: must be >= 1, got {args.steps}")
+    if window is None and time_s is None:
+        first = min(args.steps // 2, max(0, args.steps - WINDOW_STEPS))
+        window = (first, min(args.steps, first + WINDOW_STEPS) - 1)
+    if window is not None and not 0 <= window[0] <= window[1] < args.steps:
+        raise ConfigError(
+            f"--window: {args.window!r} must be FIRST:LAST with 0 <= FIRST <= LAST < --steps "
+            f"({args.steps})"
+        )
+    trace = load_trace(args.trace)
+    config = _config(args, workers)
+    validate(trace, config)
+    result = simulate(trace, config)
+    if args.profiled:
+        _profiled(args, trace, result)
+    else:
+        _timeline(args, trace, result, window, time_s, shown)
+    return 0
+
+
+def _workers(args: argparse.Namespace) -> int:
+    if args.workers is None:
+        return 1 if args.profiled else 4
+    try:
+        workers = int(args.workers)
+    except ValueError:
+        raise ConfigError(f"--workers: {args.workers!r} is not a single worker count") from None
+    if workers < 1:
+        raise ConfigError(f"--workers: must be >= 1, got {workers}")
+    if args.profiled and workers != 1:
+        raise ConfigError(
+            "--profiled: compares the profile with one simulated worker; drop --workers"
+        )
+    return workers
+
+
+def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
+    bandwidth_bps, latency_s = resolve_link(
+        args.bandwidth, args.latency, load_network_option(args.network)
+    )
+    warmup = args.steps // 5
+    return SimulationConfig(
+        workers=workers,
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+        arch=args.arch,
+        mode=args.mode,
+        sharing=args.sharing,
+        servers=args.servers,
+        scheduler=args.scheduler,
+        window_bytes=parse_size(args.http2_window, name="--http2-window"),
+        steps=args.steps,
+        warmup_steps=warmup,
+        batches=max(2, min(10, args.steps - warmup)),
+        seed=args.seed,
+        timeline=True,
+    )
+
+
+def _timeline(
+    args: argparse.Namespace,
+    trace: Trace,
+    result: SimulationResult,
+    window: tuple[int, int] | None,
+    time_s: tuple[float, float] | None,
+    shown: list[int] | None,
+) -> None:
+    timeline = result.timeline
+    assert timeline is not None
+    c = result.config
+    spans, _, bounds = select(
+        timeline, workers=shown, steps=window, time_s=time_s, trace=trace, arch=c.arch
+    )
+    where = f"steps {window[0]}..{window[1]}" if window else f"{bounds[0]:.4g}..{bounds[1]:.4g} s"
+    if args.out is not None:
+        title = args.title or (
+            f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}: {c.workers} "
+            f"worker{'s' if c.workers > 1 else ''}, {c.mode}, sharing {c.policy_name}, "
+            f"{format_bandwidth(c.bandwidth_bps)}"
+            + (f", {c.servers} servers" if c.servers > 1 else "")
+            + (f", scheduler {c.scheduler}" if c.scheduler != "fifo" else "")
+            + f"; {where}"
+        )
+        plot_timeline(
+            timeline,
+            args.out,
+            title=title,
+            workers=shown,
+            steps=window,
+            time_s=time_s,
+            aggregate=args.aggregate,
+            trace=trace,
+            arch=c.arch,
+            overwrite=args.force,
+        )
+        print(f"wrote {args.out} ({where}, {len(spans):,} ops)")
+    if args.chrome is not None:
+        _write_chrome(args, spans, trace, result, where)
+    print(
+        f"simulated {c.workers} workers x {c.steps} steps: "
+        f"{result.examples_per_s.value:.4g} examples/s after {c.warmup_steps} warm-up steps",
+        file=sys.stderr,
+    )
+
+
+def _profiled(args: argparse.Namespace, trace: Trace, result: SimulationResult) -> None:
+    profiled = profiled_step_spans(trace, args.step)  # checks --step before drawing
+    if args.out is not None:
+        plot_profiled_vs_simulated(
+            trace, result, args.out, step=args.step, title=args.title, overwrite=args.force
+        )
+        print(f"wrote {args.out} (profiled step {args.step} and a simulated one-worker step)")
+    if args.chrome is not None:
+        timeline = result.timeline
+        assert timeline is not None
+        own = [s for s in timeline.steps if s.profile_step == args.step]
+        chosen = own[0] if own else timeline.steps[0]
+        simulated = simulated_spans(
+            timeline, steps=(chosen.step, chosen.step), trace=trace, arch=result.config.arch
+        )
+        spans = [_renamed(s, "profiled", 0.0) for s in profiled]
+        spans += [_renamed(s, "simulated", chosen.start_s) for s in simulated]
+        _write_chrome(args, spans, trace, result, f"profiled step {args.step}")
+
+
+def _renamed(span: TimelineSpan, prefix: str, origin_s: float) -> TimelineSpan:
+    """The span in process ``PREFIX process``, with time measured from ``origin_s``."""
+    return dataclasses.replace(
+        span, process=f"{prefix} {span.process}", start_s=span.start_s - origin_s
+    )
+
+
+def _write_chrome(
+    args: argparse.Namespace,
+    spans: list[TimelineSpan],
+    trace: Trace,
+    result: SimulationResult,
+    where: str,
+) -> None:
+    c = result.config
+    metadata = {
+        "model": trace.metadata.model_name,
+        "batch_size": trace.metadata.batch_size,
+        "workers": c.workers,
+        "mode": c.mode,
+        "sharing": c.policy_name,
+        "bandwidth_bps": c.bandwidth_bps,
+        "window": where,
+    }
+    path = write_json_atomic(args.chrome, chrome_trace(spans, metadata), overwrite=args.force)
+    print(f"wrote {path} ({len(spans):,} events; open it in https://ui.perfetto.dev)")
+
+
+def _span(text: str, name: str) -> tuple[int, int]:
+    first, sep, last = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return int(first), int(last)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not FIRST:LAST, e.g. 10:12") from None
+
+
+def _time_window(text: str) -> tuple[float, float]:
+    first, sep, last = text.partition(":")
+    if not sep:
+        raise ConfigError(f"--time: {text!r} is not T0:T1, e.g. 1.5s:2s")
+    t0 = parse_duration(first, name="--time", positive=False)
+    t1 = parse_duration(last, name="--time", positive=False)
+    if not t0 < t1:
+        raise ConfigError(f"--time: {text!r} is empty; T0 must be before T1")
+    return t0, t1
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a comma-separated list of workers") from None
