@@ -20,9 +20,11 @@ JSON form, version 1::
      "nic_bandwidth_bps": 25e9,         # each host's NIC, per direction
      "flow_cap_bps": 10e9,              # optional: the network's limit per flow
      "server_bandwidth_bps": 25e9,      # optional: the parameter server host's NIC (default: nic)
+     "server_host": 0,                  # optional: the training host that runs the servers
      "description": "..."}              # optional
 
-The parameter servers run on hosts of their own (not on one of the training hosts).
+Without ``server_host`` the parameter servers run on a machine of their own; with it they run on
+that training host, whose own transfers to them then stay on the machine.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ _FIELDS = (
     "nic_bandwidth_bps",
     "flow_cap_bps",
     "server_bandwidth_bps",
+    "server_host",
     "description",
 )
 
@@ -70,6 +73,8 @@ class Topology:
     intra_bandwidth_bps : the link between a host's devices; needed when G > 1.
     flow_cap_bps : the most one flow can get on the network (AWS: 10 Gbit/s); None = no cap.
     server_bandwidth_bps : the parameter server host's NIC; None = ``nic_bandwidth_bps``.
+    server_host : the training host (0..H-1) that also runs the parameter servers; None = a
+        machine of their own.
     description : free text.
     """
 
@@ -79,6 +84,7 @@ class Topology:
     intra_bandwidth_bps: float | None = None
     flow_cap_bps: float | None = None
     server_bandwidth_bps: float | None = None
+    server_host: int | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -98,6 +104,13 @@ class Topology:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name}: must be a finite number of bit/s > 0, got {value!r}")
+        host = self.server_host
+        if host is not None and (
+            isinstance(host, bool) or not isinstance(host, int) or not 0 <= host < self.hosts
+        ):
+            raise ConfigError(
+                f"server_host: must be a host index 0..{self.hosts - 1}, got {host!r}"
+            )
         if self.devices_per_host > 1 and self.intra_bandwidth_bps is None:
             raise ConfigError(
                 f"intra_bandwidth_bps: needed with devices_per_host={self.devices_per_host} "
@@ -128,6 +141,7 @@ class Topology:
             bandwidth_bps=self.nic_bandwidth_bps if ring else server_bps,
             worker_bandwidth_bps=None if ring else self.nic_bandwidth_bps,
             flow_cap_bps=self.flow_cap_bps,
+            server_host=None if ring else self.server_host,
         )
 
     def summary(self) -> str:
@@ -143,6 +157,8 @@ class Topology:
             parts.append(f"{format_bandwidth(self.flow_cap_bps)} per flow")
         if self.server_bandwidth_bps is not None:
             parts.append(f"server NIC {format_bandwidth(self.server_bandwidth_bps)}")
+        if self.server_host is not None:
+            parts.append(f"servers on host {self.server_host}")
         return ", ".join(parts)
 
 

@@ -209,3 +209,31 @@ def test_cli_host_errors_are_one_line(
     assert main(["simulate", "cnn-b32", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.parametrize(("server_host", "pull_hosts"), [(None, 2), (0, 1)])
+def test_parameter_server_on_a_training_host(server_host: int | None, pull_hosts: int) -> None:
+    # Two hosts, one layer, Sync-SGD: with dedicated servers both leaders share the server's link
+    # (2S/B each way); with the servers on host 0, host 0's transfers stay on the machine and
+    # host 1 has the link to itself (S/B).
+    size, fwd, bwd, b, g = 4_000_000, 0.010, 0.020, 10e9, 4
+    trace = synthetic_trace([fwd], [bwd], [size], batch_size=16)
+    intra = (g - 1) / g * 8 * size / B_INTRA
+    step = 2 * pull_hosts * 8 * size / b + fwd + bwd + 2 * intra
+    result = run(
+        trace,
+        workers=2,
+        devices_per_host=g,
+        bandwidth_bps=b,
+        mode="sync",
+        sharing="ps",
+        server_host=server_host,
+    )
+    assert result.steps_per_s.value == pytest.approx(2 / step, rel=REL)
+
+
+def test_server_host_is_checked() -> None:
+    with pytest.raises(ConfigError, match=r"server_host: must be a worker index 0\.\.1, got 2"):
+        SimulationConfig(workers=2, server_host=2)
+    with pytest.raises(ConfigError, match="server_host: ring AllReduce has no parameter servers"):
+        SimulationConfig(workers=2, server_host=0, arch="allreduce", mode="sync")

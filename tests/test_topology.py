@@ -65,3 +65,13 @@ def test_bad_files_name_the_file_and_the_field(
 def test_a_missing_nic_is_named() -> None:
     with pytest.raises(TraceError, match="'nic_bandwidth_bps' is required"):
         topology_from_dict({"schema": "sgdsim.topology", "version": 1}, "x.json")
+
+
+def test_server_host_goes_to_the_simulator_for_a_parameter_server_only() -> None:
+    topo = Topology(2, 8, 25e9, 1.2e12, server_host=1)
+    assert topo.simulation_config(SimulationConfig()).server_host == 1
+    ring = topo.simulation_config(SimulationConfig(arch="allreduce", mode="sync"))
+    assert ring.server_host is None
+    assert "servers on host 1" in topo.summary()
+    with pytest.raises(ConfigError, match=r"server_host: must be a host index 0\.\.1, got 2"):
+        Topology(2, server_host=2)

@@ -154,6 +154,11 @@ def register(subparsers: Any) -> None:
     hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
     hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
     hosts.add_argument(
+        "--server-host",
+        type=int,
+        help="the worker/host whose machine also runs the parameter servers (default: their own)",
+    )
+    hosts.add_argument(
         "--colocated", type=int, default=1, help="worker processes per host (default 1)"
     )
     hosts.add_argument("--host-cores", type=float, help="CPU cores per host, shared by them")
@@ -295,6 +300,10 @@ def _with_hosts(
             "host's devices, e.g. 150GB/s for NVLink)"
         )
     changes: dict[str, Any] = {"devices_per_host": devices, "intra_bandwidth_bps": intra}
+    if args.server_host is not None:
+        changes["server_host"] = args.server_host
+    elif topology is not None and topology.server_host is not None and not ring:
+        changes["server_host"] = topology.server_host
     if topology is not None:
         if args.flow_cap is None:
             changes["flow_cap_bps"] = topology.flow_cap_bps

@@ -79,6 +79,9 @@ class SimulationConfig:
         and it broadcasts the new parameters inside the host. 1 = one device per worker (flat).
     intra_bandwidth_bps : the intra-host link between a host's devices (NVLink, PCIe), bit/s;
         needed when ``devices_per_host > 1``.
+    server_host : the worker (with ``devices_per_host > 1``: the host) whose machine also runs the
+        parameter servers: its transfers to them stay on the machine and take no time (latency
+        and parsing still apply); None = the servers have machines of their own.
     colocated_workers : worker processes per host (workers 0..k-1 on the first host, and so on);
         with ``host_cpu_cores`` they share the host's CPU. 1 = every worker has its own host.
     host_cpu_cores : CPU cores per host shared by its co-located workers' computation (processor
@@ -117,6 +120,7 @@ class SimulationConfig:
     overlap: str = "layerwise"
     devices_per_host: int = 1
     intra_bandwidth_bps: float | None = None
+    server_host: int | None = None
     colocated_workers: int = 1
     host_cpu_cores: float | None = None
     worker_cpu_cores: float | None = None
@@ -227,6 +231,7 @@ def _validate(config: SimulationConfig) -> None:
             "(the link between a host's devices, e.g. 300GB/s for NVLink)"
         )
     _validate_host_cpu(config)
+    _validate_server_host(config)
     if config.arch == "allreduce":
         if config.mode != "sync":
             raise ConfigError("mode: ring AllReduce is synchronous; use mode='sync' with it")
@@ -234,6 +239,20 @@ def _validate(config: SimulationConfig) -> None:
             raise ConfigError("servers: ring AllReduce has no parameter servers; use servers=1")
     if isinstance(config.placement, str):
         _one_of("placement", config.placement, PLACEMENTS)
+
+
+def _validate_server_host(config: SimulationConfig) -> None:
+    host = config.server_host
+    if host is None:
+        return
+    if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host < config.workers:
+        raise ConfigError(
+            f"server_host: must be a worker index 0..{config.workers - 1}, got {host!r}"
+        )
+    if config.arch != "ps":
+        raise ConfigError("server_host: ring AllReduce has no parameter servers")
+    if config.colocated_workers > 1:
+        raise ConfigError("server_host: not with colocated_workers > 1")
 
 
 def _validate_host_cpu(config: SimulationConfig) -> None:

@@ -224,7 +224,9 @@ class Engine:
         slots: list[Any] = []
         for i, spec in enumerate(dag.slots):
             sid = slot_offset + i
-            if spec.is_network:
+            if spec.is_network and w == self.config.server_host:
+                slots.append(DelaySlot(env, state, sid))  # on the server's machine: no network
+            elif spec.is_network:
                 queue = make_stream_scheduler(self.config.scheduler, context)
                 slots.append(
                     NetSlot(env, state, sid, self.links[spec.resource], spec.server, queue)
