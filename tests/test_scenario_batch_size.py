@@ -1,0 +1,138 @@
+"""The batch-size scenario (ICPE'20 Fig. 2) runs at small settings the way a user runs it, and its
+numbers obey the closed forms of one worker and the link's ceiling."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from simcore.trace.io import load_trace
+from simcore.trace.model import OpKind
+
+from figure_capture import FigureRecord
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SMALL = ["--traces", "cnn-b8,cnn-b128", "--workers", "1,2", "--steps", "20", "--warmup", "4"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+B = 1e9  # the scenario's default link, bit/s
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scenario() -> ModuleType:
+    return load("batch_size")
+
+
+def printed_rows(text: str, title: str) -> list[list[float]]:
+    lines = text.splitlines()
+    start = lines.index(title) + 2  # title, header
+    rows = []
+    for line in lines[start:]:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        rows.append([float(c) for c in cells])
+    return rows
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_prints_tables_and_saves_data_and_figure(
+    scenario: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    saved_figures: list[FigureRecord],
+) -> None:
+    assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "finding:" in out and "per batch size" in out
+    data = (tmp_path / scenario.FIGURE_FILE).read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    rows = read_csv(tmp_path / scenario.CSV_FILE)
+    summary = read_csv(tmp_path / scenario.SUMMARY_CSV_FILE)
+    assert [r["batch"] for r in summary] == ["8", "128"]
+
+    [figure] = saved_figures
+    assert figure.titled()
+    left, right = figure.axes
+    for axes in (left, right):
+        assert axes.title and axes.has_legend and "W" in axes.xlabel
+    assert "(examples/s)" in left.ylabel and "(steps/s)" in right.ylabel
+    keys = [c.key for c in scenario.COLUMNS]
+    for label in ("batch 8 (cnn-b8)", "batch 128 (cnn-b128)"):
+        mine = [r for r in rows if r["table"] == label]
+        assert [int(r["workers"]) for r in mine] == [1, 2]
+        for printed, saved in zip(printed_rows(out, label), mine, strict=True):
+            for key, value in zip(keys, printed, strict=True):
+                assert value == pytest.approx(float(saved[key]), abs=0.051)
+        np.testing.assert_allclose(left.lines[label][1], [float(r["examples_per_s"]) for r in mine])
+        np.testing.assert_allclose(right.lines[label][1], [float(r["steps_per_s"]) for r in mine])
+
+    before = (tmp_path / scenario.CSV_FILE).read_bytes()
+    assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already exists; pass --force" in err[0]
+    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+
+
+def test_one_worker_with_strict_phases_follows_the_closed_form(
+    scenario: ModuleType, tmp_path: Path
+) -> None:
+    """One worker alone, strict phases: a step is the pulls (the model's bytes at B), the
+    forward and backward pass of the sampled profiled step, the pushes (the same bytes), and at
+    most that step's server updates after the last push. So its examples/s lies between
+    ``batch / (2T + max(compute + update))`` and ``batch / (2T + min(compute))`` over the
+    profiled steps, ``T = 8 * bytes / B``."""
+    names = ",".join(scenario.TRACES)
+    args = ["--traces", names, "--workers", "1", "--steps", "25", "--warmup", "5", "--quiet"]
+    argv = [*args, "--overlap", "none", "--out", str(tmp_path)]
+    curves, _, _ = scenario.run(scenario.parse_args(argv))
+    for curve in curves:
+        trace = load_trace(curve.name)
+        transfer_s = 8 * trace.param_nbytes / B
+        compute = [
+            trace.phase_time_s(i, OpKind.FORWARD) + trace.phase_time_s(i, OpKind.BACKWARD)
+            for i in range(trace.n_steps)
+        ]
+        with_update = [c + trace.phase_time_s(i, OpKind.UPDATE) for i, c in enumerate(compute)]
+        value = curve.points[0].examples_per_s.value
+        batch = trace.metadata.batch_size
+        assert batch / (2 * transfer_s + max(with_update)) <= value
+        assert value <= batch / (2 * transfer_s + min(compute))
+
+
+def test_saturated_throughput_grows_with_the_batch_under_the_link_ceiling(
+    scenario: ModuleType, tmp_path: Path
+) -> None:
+    """Every step moves the same 2.37 MiB each way whatever the batch, so the link allows at most
+    ``B / (8 * bytes)`` steps/s (the ceiling) and ``batch`` times that in examples/s; at W = 8
+    every batch is near its ceiling (the largest within 10%), so the best examples/s grows with
+    the batch (ICPE'20 Fig. 2)."""
+    names = ",".join(scenario.TRACES)
+    args = ["--traces", names, "--workers", "1,8", "--steps", "60", "--warmup", "10", "--quiet"]
+    curves, _, _ = scenario.run(scenario.parse_args([*args, "--out", str(tmp_path)]))
+    best = [max(c.examples_per_s) for c in curves]
+    assert [c.batch for c in curves] == [8, 32, 64, 128]
+    assert best == sorted(best) and len(set(best)) == len(best)
+    for curve in curves:
+        assert max(curve.examples_per_s) <= 1.01 * curve.link_bound
+        for p in curve.points:
+            assert p.steps_per_s.value <= 1.01 / curve.transfer_s
+    assert best[-1] >= 0.9 * curves[-1].link_bound
