@@ -37,12 +37,14 @@ from simcore.report import (
     Column,
     ScenarioOutput,
     Table,
-    link_from_args,
+    base_config,
+    estimate_cells,
+    estimate_columns,
     run_scenario,
     scenario_parser,
 )
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim import SimulationResult, simulate
 from simcore.sim.config import MODES, OVERLAPS
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -60,9 +62,7 @@ FIGURE_FILE = f"{NAME}.png"
 
 COLUMNS = (
     Column("workers", "W", "{}"),
-    Column("examples_per_s", "examples/s", "{:.1f}"),
-    Column("ci_low", "95% CI low", "{:.1f}"),
-    Column("ci_high", "high", "{:.1f}"),
+    *estimate_columns(fmt="{:.1f}"),
     Column("steps_per_s", "steps/s", "{:.2f}"),
     Column("per_worker", "ex/s per worker", "{:.1f}"),
 )
@@ -121,9 +121,7 @@ class BatchCurve:
             est = p.examples_per_s
             table.add(
                 workers=p.config.workers,
-                examples_per_s=est.value,
-                ci_low=est.ci_low,
-                ci_high=est.ci_high,
+                **estimate_cells(est),
                 steps_per_s=p.steps_per_s.value,
                 per_worker=est.value / p.config.workers,
             )
@@ -140,17 +138,8 @@ def compute_s(trace: Trace) -> float:
 def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     """Simulate every trace at every W; returns the curves, a setup line and the title."""
     traces = [(name, load_trace(name)) for name in trace_list(args.trace)]
-    bandwidth_bps, latency_s, link = link_from_args(args)
-    base = SimulationConfig(
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
-        mode=args.mode,
-        sharing="ps",
-        overlap=args.overlap,
-        steps=args.steps,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-    )
+    base, link = base_config(args, mode=args.mode, sharing="ps", overlap=args.overlap)
+    bandwidth_bps = base.bandwidth_bps
     models = sorted({t.metadata.model_name for _, t in traces})
     label = "PS Async-SGD" if args.mode == "async" else "PS Sync-SGD"
     overlap = "per-layer overlap" if args.overlap == "layerwise" else "strict phases"

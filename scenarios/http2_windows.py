@@ -49,11 +49,13 @@ from simcore.report import (
     Column,
     ScenarioOutput,
     Table,
-    link_from_args,
+    base_config,
+    estimate_cells,
+    estimate_columns,
     run_scenario,
     scenario_parser,
 )
-from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim import SimulationResult, simulate
 from simcore.sim.results import Timeline
 from simcore.trace.io import load_trace
 from simcore.trace.model import Resource
@@ -75,9 +77,7 @@ NEAR_BOUND = 0.8  # share of the link bound from which the finding calls a run s
 POINT_COLUMNS = (
     Column("ordering", "ordering", "{}"),
     Column("workers", "W", "{}"),
-    Column("examples_per_s", "examples/s", "{:.2f}"),
-    Column("ci_low", "95% CI low", "{:.2f}"),
-    Column("ci_high", "high", "{:.2f}"),
+    *estimate_columns(),
     Column("downlink_utilization", "downlink util.", "{:.3f}"),
 )
 
@@ -141,14 +141,7 @@ def idle_per_step_s(timeline: Timeline, worker: int, first_step: int) -> tuple[f
 def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
     """Simulate every ordering at every W; the one-worker runs keep their timeline."""
     trace = load_trace(args.trace)
-    bandwidth_bps, latency_s, link = link_from_args(args)
-    base = SimulationConfig(
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
-        steps=args.steps,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-    )
+    base, link = base_config(args)
     setup = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{sum(1 for layer in trace.layers if layer.param_nbytes)} layers with parameters, "
@@ -220,9 +213,7 @@ def points_table(rows: Sequence[Row]) -> Table:
             out.add(
                 ordering=row.ordering.label,
                 workers=p.config.workers,
-                examples_per_s=est.value,
-                ci_low=est.ci_low,
-                ci_high=est.ci_high,
+                **estimate_cells(est),
                 downlink_utilization=p.links[0].utilization,
             )
     return out

@@ -39,7 +39,6 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from simcore.analytic import (
     Cluster,
@@ -52,6 +51,7 @@ from simcore.analytic import (
 from simcore.cli.progress import Progress
 from simcore.plots import new_figure, save_figure
 from simcore.report import Column, ScenarioOutput, Table, run_scenario, scenario_parser
+from simcore.report.architectures import DATA_PARALLEL, Architecture
 from simcore.sim import Estimate, SimulationConfig, simulate
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
@@ -70,18 +70,7 @@ CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 
 
-@dataclass(frozen=True)
-class Architecture:
-    label: str
-    arch: str  # "ps" or "allreduce"
-    mode: str  # "async" or "sync"
-
-
-ARCHITECTURES = (
-    Architecture("PS Async-SGD", "ps", "async"),
-    Architecture("PS Sync-SGD", "ps", "sync"),
-    Architecture("ring AllReduce", "allreduce", "sync"),
-)
+ARCHITECTURES = DATA_PARALLEL
 
 COLUMNS = (
     Column("hosts", "hosts", "{}"),

@@ -39,7 +39,7 @@ from simcore.report import (
     Column,
     ScenarioOutput,
     Table,
-    link_from_args,
+    base_config,
     run_scenario,
     scenario_parser,
 )
@@ -132,15 +132,7 @@ def run(
     and the figures' title.
     """
     trace = load_trace(args.trace)
-    bandwidth_bps, latency_s, link = link_from_args(args)
-    base = SimulationConfig(
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
-        sharing="ps",
-        steps=args.steps,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-    )
+    base, link = base_config(args, sharing="ps")
     model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
     setup = (
         f"{model}, {trace.param_nbytes / 2**20:.2f} MiB of parameters, "

@@ -41,12 +41,15 @@ from simcore.report import (
     Column,
     ScenarioOutput,
     Table,
-    link_from_args,
+    base_config,
+    estimate_cells,
+    estimate_columns,
     run_scenario,
     scenario_parser,
 )
+from simcore.report.architectures import DATA_PARALLEL, Architecture
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim import SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 
@@ -61,24 +64,11 @@ CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 
 
-@dataclass(frozen=True)
-class Architecture:
-    label: str
-    arch: str  # "ps" or "allreduce"
-    mode: str  # "async" or "sync"
-
-
-ARCHITECTURES = (
-    Architecture("PS Async-SGD", "ps", "async"),
-    Architecture("PS Sync-SGD", "ps", "sync"),
-    Architecture("ring AllReduce", "allreduce", "sync"),
-)
+ARCHITECTURES = DATA_PARALLEL
 
 COLUMNS = (
     Column("workers", "W", "{}"),
-    Column("examples_per_s", "examples/s", "{:.2f}"),
-    Column("ci_low", "95% CI low", "{:.2f}"),
-    Column("ci_high", "high", "{:.2f}"),
+    *estimate_columns(),
     Column("per_worker", "per worker", "{:.2f}"),
     Column("coarse_examples_per_s", "coarse model", "{:.2f}"),
 )
@@ -114,9 +104,7 @@ class ScalingCurve:
             est = p.examples_per_s
             table.add(
                 workers=p.config.workers,
-                examples_per_s=est.value,
-                ci_low=est.ci_low,
-                ci_high=est.ci_high,
+                **estimate_cells(est),
                 per_worker=est.value / p.config.workers,
                 coarse_examples_per_s=coarse,
             )
@@ -142,14 +130,8 @@ def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
     Returns the curves, a line describing the setup and a title for the figure.
     """
     trace = load_trace(args.trace)
-    bandwidth_bps, latency_s, link = link_from_args(args)
-    base = SimulationConfig(
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
-        steps=args.steps,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-    )
+    base, link = base_config(args)
+    bandwidth_bps = base.bandwidth_bps
     setup = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; link {link}; PS links shared by "

@@ -40,11 +40,13 @@ from simcore.report import (
     Column,
     ScenarioOutput,
     Table,
-    link_from_args,
+    base_config,
+    estimate_cells,
+    estimate_columns,
     run_scenario,
     scenario_parser,
 )
-from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim import SimulationResult, simulate
 from simcore.sim.dag import assign_servers
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -77,9 +79,7 @@ class Placement:
 COLUMNS = (
     Column("workers", "W", "{}"),
     Column("placement", "placement", "{}"),
-    Column("examples_per_s", "examples/s", "{:.2f}"),
-    Column("ci_low", "95% CI low", "{:.2f}"),
-    Column("ci_high", "high", "{:.2f}"),
+    *estimate_columns(),
     Column("steps_per_s", "steps/s", "{:.3f}"),
     Column("link_bound_examples_per_s", "link bound", "{:.2f}"),
 )
@@ -178,15 +178,8 @@ def run(args: argparse.Namespace) -> tuple[list[Curve], Table, str, str]:
     Returns the curves, the bytes table, a line describing the setup and the figure's title.
     """
     trace = load_trace(args.trace)
-    bandwidth_bps, latency_s, link = link_from_args(args)
-    base = SimulationConfig(
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
-        sharing="ps",
-        steps=args.steps,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-    )
+    base, link = base_config(args, sharing="ps")
+    bandwidth_bps = base.bandwidth_bps
     options = placements(trace)
     model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
     setup = (
@@ -224,9 +217,7 @@ def mode_table(curves: Sequence[Curve], label: str, mode: str) -> Table:
             table.add(
                 workers=p.config.workers,
                 placement=curve.placement.label,
-                examples_per_s=est.value,
-                ci_low=est.ci_low,
-                ci_high=est.ci_high,
+                **estimate_cells(est),
                 steps_per_s=p.steps_per_s.value,
                 link_bound_examples_per_s=curve.bound,
             )

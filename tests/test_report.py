@@ -130,3 +130,17 @@ def test_run_scenario_turns_errors_into_one_line(capsys: pytest.CaptureFixture[s
     assert run_scenario("demo", fail) == 2
     assert capsys.readouterr().err == "demo: error: --trace: nope\n"
     assert run_scenario("demo", lambda: None) == 0
+
+
+def test_estimate_columns_and_cells_fill_a_table() -> None:
+    from simcore.report import estimate_cells, estimate_columns
+    from simcore.sim import Estimate
+
+    t = Table("x", [Column("w", "W"), *estimate_columns(fmt="{:.1f}")])
+    t.add(w=1, **estimate_cells(Estimate(2.0, 1.5, 2.5, "batch-means", 10)))
+    t.add(w=2, **estimate_cells(Estimate(3.0, None, None, "single", 1)))
+    assert t.text().splitlines()[1:] == [
+        "  W  examples/s  95% CI low  high",
+        "  1         2.0         1.5   2.5",
+        "  2         3.0           -     -",
+    ]

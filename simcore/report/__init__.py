@@ -2,13 +2,22 @@
 scenario command line, output folder and error handling. Nothing here runs a simulation.
 """
 
-from simcore.report.scenario import ScenarioOutput, link_from_args, run_scenario, scenario_parser
-from simcore.report.table import Column, Table
+from simcore.report.scenario import (
+    ScenarioOutput,
+    base_config,
+    link_from_args,
+    run_scenario,
+    scenario_parser,
+)
+from simcore.report.table import Column, Table, estimate_cells, estimate_columns
 
 __all__ = [
     "Column",
     "ScenarioOutput",
     "Table",
+    "base_config",
+    "estimate_cells",
+    "estimate_columns",
     "link_from_args",
     "run_scenario",
     "scenario_parser",

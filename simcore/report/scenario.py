@@ -21,6 +21,7 @@ from simcore.cli.main import OneLineErrorParser
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
+from simcore.sim import SimulationConfig
 from simcore.units import format_bandwidth
 
 EXIT_USAGE = 2
@@ -100,6 +101,21 @@ def link_from_args(args: argparse.Namespace) -> tuple[float, float, str]:
     if profile is not None and args.bandwidth is None:
         label += f" ({args.network})"
     return bandwidth_bps, latency_s, label
+
+
+def base_config(args: argparse.Namespace, **settings: Any) -> tuple[SimulationConfig, str]:
+    """The simulation settings every run of a scenario shares, from the standard options (link,
+    steps, warm-up, seed) and ``settings``; and the link's label (see :func:`link_from_args`)."""
+    bandwidth_bps, latency_s, label = link_from_args(args)
+    config = SimulationConfig(
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+        steps=args.steps,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        **settings,
+    )
+    return config, label
 
 
 class ScenarioOutput:

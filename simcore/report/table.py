@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from simcore.sim.results import Estimate
+
 Cell = str | int | float | None
 
 
@@ -61,6 +63,23 @@ class Table:
     def csv_text(self) -> str:
         """The rows as CSV with a header of column keys, values at full precision."""
         return _csv([self], None)
+
+
+def estimate_columns(
+    key: str = "examples_per_s", title: str = "examples/s", fmt: str = "{:.2f}"
+) -> tuple[Column, Column, Column]:
+    """The columns of an estimate with its 95% confidence interval: ``key``, ``ci_low`` and
+    ``ci_high``; fill them with :func:`estimate_cells`."""
+    return (
+        Column(key, title, fmt),
+        Column("ci_low", "95% CI low", fmt),
+        Column("ci_high", "high", fmt),
+    )
+
+
+def estimate_cells(estimate: Estimate, key: str = "examples_per_s") -> dict[str, Cell]:
+    """The cells of :func:`estimate_columns` for ``estimate`` (CI cells None without one)."""
+    return {key: estimate.value, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high}
 
 
 def tables_csv_text(tables: Sequence[Table], key: str = "table") -> str:
