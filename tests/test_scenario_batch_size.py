@@ -3,9 +3,6 @@ numbers obey the closed forms of one worker and the link's ceiling."""
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,42 +13,22 @@ from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = ["--traces", "cnn-b8,cnn-b128", "--workers", "1,2", "--steps", "20", "--warmup", "4"]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 B = 1e9  # the scenario's default link, bit/s
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load("batch_size")
-
-
-def printed_rows(text: str, title: str) -> list[list[float]]:
-    lines = text.splitlines()
-    start = lines.index(title) + 2  # title, header
-    rows = []
-    for line in lines[start:]:
-        cells = line.split()
-        if not cells or not cells[0].isdigit():
-            break
-        rows.append([float(c) for c in cells])
-    return rows
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
+    return load_scenario("batch_size")
 
 
 def test_prints_tables_and_saves_data_and_figure(
@@ -63,8 +40,7 @@ def test_prints_tables_and_saves_data_and_figure(
     assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "finding:" in out and "per batch size" in out
-    data = (tmp_path / scenario.FIGURE_FILE).read_bytes()
-    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     summary = read_csv(tmp_path / scenario.SUMMARY_CSV_FILE)
     assert [r["batch"] for r in summary] == ["8", "128"]
@@ -79,17 +55,12 @@ def test_prints_tables_and_saves_data_and_figure(
     for label in ("batch 8 (cnn-b8)", "batch 128 (cnn-b128)"):
         mine = [r for r in rows if r["table"] == label]
         assert [int(r["workers"]) for r in mine] == [1, 2]
-        for printed, saved in zip(printed_rows(out, label), mine, strict=True):
-            for key, value in zip(keys, printed, strict=True):
-                assert value == pytest.approx(float(saved[key]), abs=0.051)
-        np.testing.assert_allclose(left.lines[label][1], [float(r["examples_per_s"]) for r in mine])
-        np.testing.assert_allclose(right.lines[label][1], [float(r["steps_per_s"]) for r in mine])
+        assert_printed_equals_csv(out, label, mine, keys=keys)
+        np.testing.assert_allclose(left.lines[label][1], column(mine, "examples_per_s"))
+        np.testing.assert_allclose(right.lines[label][1], column(mine, "steps_per_s"))
 
-    before = (tmp_path / scenario.CSV_FILE).read_bytes()
-    assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "already exists; pass --force" in err[0]
-    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+    argv = [*SMALL, "--quiet", "--out", str(tmp_path)]
+    assert_second_run_refused(scenario, argv, tmp_path, capsys)
 
 
 def test_one_worker_with_strict_phases_follows_the_closed_form(

@@ -2,80 +2,35 @@
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 import pytest
 
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    Rows,
+    assert_lines_plot,
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    load_scenario,
+    read_csv,
+    saved_as,
+)
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "heterogeneous.py"
 TRACE = "cnn-b32"
 SMALL = ["--trace", TRACE, "--workers", "1,4", "--mix-workers", "2", "--steps", "30"]
 SMALL += ["--warmup", "5", "--quiet"]
 FAST_BPS, CAP_BPS, SPEEDUP, SLOW_SPEED = 25e9, 10e9, 50.0, 0.5  # the scenario's defaults
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("heterogeneous", SCENARIO)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["heterogeneous"] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def printed_rows(out: str, title_start: str, n: int) -> list[list[str]]:
-    """The ``n`` rows under the printed table whose title starts with ``title_start``."""
-    lines = out.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith(title_start))
-    return [line.split() for line in lines[at + 2 : at + 2 + n]]
-
-
-def same(printed: str, value: str) -> bool:
-    """A printed cell shows the CSV's value, rounded to the printed digits."""
-    if printed == "-":
-        return value == ""
-    text = printed.lstrip("±+")
-    try:
-        number = float(text)
-    except ValueError:
-        return printed == value
-    decimals = len(text.split(".")[1]) if "." in text else 0
-    return abs(number - float(value)) <= 0.5 * 10**-decimals + 1e-9
-
-
-def assert_printed_equals_csv(out: str, title_start: str, rows: list[dict[str, str]]) -> None:
-    for printed, row in zip(printed_rows(out, title_start, len(rows)), rows, strict=True):
-        values = list(row.values())
-        assert len(printed) == len(values), (printed, values)
-        for cell, value in zip(printed, values, strict=True):
-            assert same(cell, value), (title_start, cell, value)
-
-
-def column(rows: list[dict[str, str]], key: str) -> np.ndarray:
-    return np.array([float(r[key]) for r in rows])
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load()
-
-
-Rows = list[dict[str, str]]
+    return load_scenario("heterogeneous")
 
 
 @pytest.fixture(scope="module")
@@ -97,43 +52,44 @@ def test_files_tables_and_figures_agree(
     for name in scenario.FILES:
         assert (tmp_path / name).stat().st_size > 0
     for name in (scenario.MIX_PNG, scenario.CAPS_PNG):
-        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+        assert_png(tmp_path / name)
     mix, caps = read_csv(tmp_path / scenario.MIX_CSV), read_csv(tmp_path / scenario.CAPS_CSV)
     assert [r["slow_workers"] for r in mix] == ["0", "1", "2"]
     assert [r["workers"] for r in caps] == ["1", "4"]
-    assert_printed_equals_csv(out, "(a) 2 workers", mix)
-    assert_printed_equals_csv(out, "(b) examples/s", caps)
+    assert_printed_equals_csv(out, "(a) 2 workers", mix, prefix=True)
+    assert_printed_equals_csv(out, "(b) examples/s", caps, prefix=True)
     assert "finding (a): " in out and "finding (b): " in out
     assert "emulated GPU" in out  # the compute speed-up is said, not hidden
 
-    # Figures are written to a temporary name, then renamed: match them by the final name.
-    names = (scenario.MIX_PNG, scenario.CAPS_PNG)
-    figures = {n: f for f in saved_figures for n in names if n in Path(f.path).name}
-    assert len(saved_figures) == len(figures) == len(names)
+    figures = saved_as(saved_figures, (scenario.MIX_PNG, scenario.CAPS_PNG))
     for fig in figures.values():
         assert fig.titled()
         for ax in fig.axes:
             assert ax.xlabel and "(examples/s)" in ax.ylabel and ax.has_legend
     (ax,) = figures[scenario.MIX_PNG].axes
-    for label, key in [
-        ("Async-SGD, simulator", "async_sim"),
-        ("Sync-SGD, simulator", "sync_sim"),
-        ("Async-SGD, coarse (Eq. 5)", "async_coarse_hybrid"),
-        ("Sync-SGD, coarse overlap (Eq. 10)", "sync_coarse_overlap"),
-    ]:
-        x, y = ax.lines[label]
-        np.testing.assert_allclose(x, column(mix, "slow_workers"))
-        np.testing.assert_allclose(y, column(mix, key))
+    assert_lines_plot(
+        ax,
+        mix,
+        "slow_workers",
+        {
+            "Async-SGD, simulator": "async_sim",
+            "Sync-SGD, simulator": "sync_sim",
+            "Async-SGD, coarse (Eq. 5)": "async_coarse_hybrid",
+            "Sync-SGD, coarse overlap (Eq. 10)": "sync_coarse_overlap",
+        },
+    )
     for ax, mode in zip(figures[scenario.CAPS_PNG].axes, ("async", "sync"), strict=True):
-        for label, key in [
-            ("simulator, no cap", f"{mode}_no_cap"),
-            ("simulator, 10.0 Gbit/s cap", f"{mode}_cap"),
-            ("coarse, no cap", f"{mode}_coarse"),
-            ("link bound with the cap", "link_bound_cap"),
-        ]:
-            x, y = ax.lines[label]
-            np.testing.assert_allclose(x, column(caps, "workers"))
-            np.testing.assert_allclose(y, column(caps, key))
+        assert_lines_plot(
+            ax,
+            caps,
+            "workers",
+            {
+                "simulator, no cap": f"{mode}_no_cap",
+                "simulator, 10.0 Gbit/s cap": f"{mode}_cap",
+                "coarse, no cap": f"{mode}_coarse",
+                "link bound with the cap": "link_bound_cap",
+            },
+        )
 
 
 def test_sync_waits_for_the_slowest_worker_and_async_does_not(
@@ -194,13 +150,7 @@ def test_second_run_refuses_to_overwrite(
 ) -> None:
     args = [*SMALL, "--workers", "1", "--mix-workers", "1", "--out", str(tmp_path)]
     assert scenario.main(args) == 0
-    capsys.readouterr()
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert scenario.main(args) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("heterogeneous: error: ") and "--force" in err
-    assert len(err.splitlines()) == 1
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert_second_run_refused(scenario, args, tmp_path, capsys)
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,8 @@ user runs it, and its numbers obey what one worker must do under each stream ord
 from __future__ import annotations
 
 import contextlib
-import csv
-import importlib.util
 import io
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,26 +14,22 @@ import pytest
 from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord, record
+from scenario_support import (
+    assert_png,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 WORKERS = (1, 2)
 SMALL = ["--trace", "cnn-b32", "--workers", "1,2", "--steps", "30", "--warmup", "5", "--quiet"]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 B = 1e9  # the scenario's default link, bit/s
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load("http2_windows")
+    return load_scenario("http2_windows")
 
 
 def printed_rows(text: str, n_workers: int) -> dict[str, list[float]]:
@@ -51,11 +44,6 @@ def printed_rows(text: str, n_workers: int) -> dict[str, list[float]]:
         numbers = n_workers + 2
         rows[" ".join(tokens[: -(numbers + 2)])] = [float(x) for x in tokens[-numbers:]]
     return rows
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +79,7 @@ def test_prints_the_table_and_saves_every_file(
     out, text, _ = run
     assert "finding:" in text and "W = 1: best " in text
     for name in (scenario.FIGURE_FILE, scenario.TIMELINE_FILE):
-        assert (out / name).read_bytes().startswith(PNG_MAGIC)
+        assert_png(out / name)
     for name in (scenario.CSV_FILE, scenario.POINTS_FILE):
         assert (out / name).stat().st_size > 0
     printed = printed_rows(text, len(WORKERS))
@@ -118,8 +106,8 @@ def test_figures_show_the_csv_numbers_with_titles_labels_and_legends(
     for ordering in scenario.ORDERINGS:
         x, y = ax.lines[ordering.label]
         mine = [p for p in points if p["ordering"] == ordering.label]
-        assert x.tolist() == [float(p["workers"]) for p in mine]
-        assert y.tolist() == pytest.approx([float(p["examples_per_s"]) for p in mine])
+        assert x.tolist() == column(mine, "workers").tolist()
+        assert y.tolist() == pytest.approx(column(mine, "examples_per_s").tolist())
     shown = [o for o in scenario.ORDERINGS if o.on_timeline]
     assert gantt.suptitle and len(gantt.axes) == len(shown)
     assert gantt.axes[0].has_legend
@@ -184,8 +172,4 @@ def test_a_second_run_never_overwrites(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, _, _ = run
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert scenario.main([*SMALL, "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "already exists; pass --force" in err and err.count("\n") == 1
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert_second_run_refused(scenario, [*SMALL, "--out", str(out)], out, capsys)

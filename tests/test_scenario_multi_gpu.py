@@ -2,44 +2,37 @@
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+)
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "multi_gpu.py"
 SMALL = ["--trace", "resnet18-b32", "--workers", "1,2,3", "--steps", "14", "--warmup", "3"]
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("multi_gpu", SCENARIO)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["multi_gpu"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_tables_csv_and_figure_agree_and_the_cap_behaves_as_the_closed_form_says(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], saved_figures: list[FigureRecord]
 ) -> None:
-    scenario = load()
+    scenario = load_scenario("multi_gpu")
     assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "finding: one host's flow gets 10 of 25 Gbit/s" in out
-    with (tmp_path / scenario.CSV_FILE).open() as handle:
-        rows = list(csv.DictReader(handle))
-    png = (tmp_path / scenario.FIGURE_FILE).read_bytes()
-    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    rows = read_csv(tmp_path / scenario.CSV_FILE)
+    assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
 
     [figure] = saved_figures
     assert len(figure.axes) == len(scenario.ARCHITECTURES)
+    keys = [c.key for c in scenario.COLUMNS]
     for axes, arch in zip(figure.axes, scenario.ARCHITECTURES, strict=True):
         assert axes.title == arch.label and "examples/s" in axes.ylabel and axes.has_legend
         assert "8 per host" in axes.xlabel
@@ -47,17 +40,10 @@ def test_tables_csv_and_figure_agree_and_the_cap_behaves_as_the_closed_form_says
         assert [int(r["hosts"]) for r in mine] == [1, 2, 3]
         assert [int(r["gpus"]) for r in mine] == [8, 16, 24]
         plotted = axes.lines["simulated, 10 Gbit/s per flow"][1]
-        np.testing.assert_allclose(plotted, [float(r["capped"]) for r in mine])
-        np.testing.assert_allclose(
-            axes.lines["coarse model (no cap)"][1], [float(r["coarse"]) for r in mine]
-        )
+        np.testing.assert_allclose(plotted, column(mine, "capped"))
+        np.testing.assert_allclose(axes.lines["coarse model (no cap)"][1], column(mine, "coarse"))
         # Printed rows: the same numbers, rounded.
-        lines = out.splitlines()
-        start = lines.index(arch.label) + 2
-        for line, row in zip(lines[start : start + 3], mine, strict=True):
-            cells = line.split()
-            assert float(cells[2]) == pytest.approx(float(row["capped"]), abs=0.51)
-            assert float(cells[6]) == pytest.approx(float(row["coarse"]), abs=0.51)
+        assert_printed_equals_csv(out, arch.label, mine, keys=keys)
         for row in mine:  # a cap never helps
             half = float(row["capped_ci_half"] or 0) + float(row["uncapped_ci_half"] or 0)
             assert float(row["capped"]) <= float(row["uncapped"]) + half + 1e-9
@@ -77,10 +63,8 @@ def test_tables_csv_and_figure_agree_and_the_cap_behaves_as_the_closed_form_says
     # The coarse model has no cap: it overestimates the capped one-host case.
     assert float(sync1["coarse_error_pct"]) > 20
 
-    before = (tmp_path / scenario.CSV_FILE).read_bytes()
-    assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 2
-    assert "already exists" in capsys.readouterr().err
-    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+    argv = [*SMALL, "--quiet", "--out", str(tmp_path)]
+    assert_second_run_refused(scenario, argv, tmp_path, capsys)
 
 
 def test_faster_computation_scales_every_computation_op() -> None:

@@ -3,9 +3,6 @@ numbers obey the closed forms of one worker."""
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
@@ -16,43 +13,22 @@ import pytest
 from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = ["--workers", "1,2", "--steps", "30", "--warmup", "5", "--quiet"]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 B = 1e9  # the scenario's default link, bit/s
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-def printed_rows(text: str, title: str) -> list[list[float]]:
-    """The numeric rows of the printed table titled ``title``."""
-    lines = text.splitlines()
-    start = lines.index(title) + 2  # title, header
-    rows = []
-    for line in lines[start:]:
-        cells = line.split()
-        if not cells or not cells[0].isdigit():
-            break
-        rows.append([float(c) for c in cells])
-    return rows
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load("overlap")
+    return load_scenario("overlap")
 
 
 def test_prints_tables_and_saves_data_and_figures(
@@ -65,8 +41,7 @@ def test_prints_tables_and_saves_data_and_figures(
     out = capsys.readouterr().out
     assert "finding:" in out
     for name in (scenario.FIGURE_FILE, scenario.TIMELINE_FILE):
-        data = (tmp_path / name).read_bytes()
-        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+        assert_png(tmp_path / name, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     timeline = read_csv(tmp_path / scenario.TIMELINE_CSV_FILE)
     assert timeline
@@ -86,28 +61,20 @@ def test_prints_tables_and_saves_data_and_figures(
         mine = [r for r in rows if r["table"] == label]
         assert [int(r["workers"]) for r in mine] == [1, 2]
         # The printed table shows the CSV's numbers, rounded.
-        for printed, saved in zip(printed_rows(out, label), mine, strict=True):
-            for key, value in zip(keys, printed, strict=True):
-                assert value == pytest.approx(float(saved[key]), abs=0.051)
+        assert_printed_equals_csv(out, label, mine, keys=keys)
         # The figure plots exactly the CSV's values.
         for (kind, _), key in zip(scenario.OVERLAPS, ("overlap", "strict"), strict=True):
             name = f"{label}, {kind}"
             throughput = curves.axes[0].lines[name][1]
             step_ms = curves.axes[1].lines[name][1]
-            np.testing.assert_allclose(
-                throughput, [float(r[f"{key}_examples_per_s"]) for r in mine]
-            )
-            np.testing.assert_allclose(step_ms, [float(r[f"{key}_step_ms"]) for r in mine])
+            np.testing.assert_allclose(throughput, column(mine, f"{key}_examples_per_s"))
+            np.testing.assert_allclose(step_ms, column(mine, f"{key}_step_ms"))
     # The Gantt charts show the timeline CSV's two steps; their ops are the CSV's rows.
     assert {r["overlap"] for r in timeline} == {label for label, _ in scenario.OVERLAPS}
     assert {int(r["step"]) for r in timeline} == set(scenario.TIMELINE_STEPS)
 
     # A second run must not replace the results silently, and says so in one line.
-    before = (tmp_path / scenario.CSV_FILE).read_bytes()
-    assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "already exists; pass --force" in err[0]
-    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+    assert_second_run_refused(scenario, [*SMALL, "--out", str(tmp_path)], tmp_path, capsys)
 
 
 def test_one_worker_timelines_follow_the_closed_forms(scenario: ModuleType, tmp_path: Path) -> None:

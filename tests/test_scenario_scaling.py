@@ -3,11 +3,7 @@ and its curves respect the bounds the links impose."""
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -15,74 +11,50 @@ import pytest
 from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = ["--trace", "cnn-b32", "--workers", "1-3", "--steps", "30", "--warmup", "5", "--quiet"]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-def printed_rows(text: str, title: str) -> list[list[float]]:
-    """The numeric rows of the printed table titled ``title``."""
-    lines = text.splitlines()
-    start = lines.index(title) + 2  # title, header
-    rows = []
-    for line in lines[start:]:
-        cells = line.split()
-        if not cells or not cells[0].isdigit():
-            break
-        rows.append([float(c) for c in cells])
-    return rows
 
 
 def test_prints_tables_and_saves_the_data_and_the_figure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], saved_figures: list[FigureRecord]
 ) -> None:
-    scenario = load("scaling")
+    scenario = load_scenario("scaling")
     assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "best: " in out
-    figure = (tmp_path / scenario.FIGURE_FILE).read_bytes()
-    assert figure.startswith(PNG_MAGIC) and len(figure) > 10_000
+    assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
 
-    with (tmp_path / scenario.CSV_FILE).open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_csv(tmp_path / scenario.CSV_FILE)
     assert len(rows) == 3 * len(scenario.ARCHITECTURES)
     [record] = saved_figures
     [axes] = record.axes
     assert axes.title and "(examples/s)" in axes.ylabel and axes.xlabel and axes.has_legend
+    keys = [c.key for c in scenario.COLUMNS]
     for arch in scenario.ARCHITECTURES:
         mine = [r for r in rows if r["table"] == arch.label]
-        # The printed table shows the CSV's numbers, rounded to two decimals.
-        shown = printed_rows(out, arch.label)
-        assert [int(r[0]) for r in shown] == [int(r["workers"]) for r in mine] == [1, 2, 3]
-        for printed, saved in zip(shown, mine, strict=True):
-            assert printed[1] == pytest.approx(float(saved["examples_per_s"]), abs=0.006)
-            assert printed[5] == pytest.approx(float(saved["coarse_examples_per_s"]), abs=0.006)
+        assert [int(r["workers"]) for r in mine] == [1, 2, 3]
+        # The printed table shows the CSV's numbers, rounded as printed.
+        assert_printed_equals_csv(out, arch.label, mine, keys=keys)
         # The figure plots exactly the CSV's values.
         simulated = axes.lines[f"{arch.label} (simulated)"][1]
         coarse = axes.lines[f"{arch.label} (coarse model)"][1]
-        np.testing.assert_allclose(simulated, [float(r["examples_per_s"]) for r in mine])
-        np.testing.assert_allclose(coarse, [float(r["coarse_examples_per_s"]) for r in mine])
+        np.testing.assert_allclose(simulated, column(mine, "examples_per_s"))
+        np.testing.assert_allclose(coarse, column(mine, "coarse_examples_per_s"))
 
     # A second run must not replace the results silently, and says so in one line.
-    before = (tmp_path / scenario.CSV_FILE).read_bytes()
-    assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "already exists; pass --force" in err[0]
-    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+    assert_second_run_refused(scenario, [*SMALL, "--out", str(tmp_path)], tmp_path, capsys)
 
 
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    scenario = load("scaling")
+    scenario = load_scenario("scaling")
     assert scenario.main([*SMALL, "--trace", "no-such-trace", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-trace" in err[0]
@@ -94,7 +66,7 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 
 def test_one_worker_is_the_same_with_or_without_a_barrier(tmp_path: Path) -> None:
     # One worker shares nothing and waits for nobody: PS Sync-SGD = PS Async-SGD exactly.
-    scenario = load("scaling")
+    scenario = load_scenario("scaling")
     curves, _, _ = scenario.run(scenario.parse_args([*SMALL, "--out", str(tmp_path)]))
     by_label = {c.label: c for c in curves}
     assert (
@@ -115,7 +87,7 @@ def test_saturated_curves_sit_at_the_link_bounds(tmp_path: Path) -> None:
     bandwidth_bps = 100e6
     trace = load_trace("cnn-b32")
     model_bits = 8 * trace.param_nbytes
-    scenario = load("scaling")
+    scenario = load_scenario("scaling")
     args = [*SMALL, "--workers", "1,8", "--steps", "60", "--bandwidth", "100Mbps"]
     curves, _, _ = scenario.run(scenario.parse_args([*args, "--out", str(tmp_path)]))
     by_label = {c.label: c.points[-1] for c in curves}

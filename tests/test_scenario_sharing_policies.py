@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,68 +11,31 @@ import pytest
 from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    Rows,
+    assert_lines_plot,
+    assert_png,
+    assert_printed_equals_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    read_csv,
+    saved_as,
+)
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "sharing_policies.py"
 BANDWIDTH_BPS = 1e9
 # cnn-b32 at 1 Gbit/s: one worker keeps the link about 30-50% busy, four saturate it.
 SMALL = ["--trace", "cnn-b32", "--workers", "1,2,4", "--steps", "30", "--warmup", "5", "--quiet"]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sharing_policies", SCENARIO)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sharing_policies"] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def printed_rows(out: str, title_start: str, n: int) -> list[list[str]]:
-    """The ``n`` rows under the printed table whose title starts with ``title_start``."""
-    lines = out.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith(title_start))
-    return [line.split() for line in lines[at + 2 : at + 2 + n]]
-
-
-def same(printed: str, value: str) -> bool:
-    """A printed cell shows the CSV's value, rounded to the printed digits."""
-    if printed == "-":
-        return value == ""
-    text = printed.lstrip("±+")
-    try:
-        number = float(text)
-    except ValueError:
-        return printed == value
-    decimals = len(text.split(".")[1]) if "." in text else 0
-    return abs(number - float(value)) <= 0.5 * 10**-decimals + 1e-9
-
-
-def assert_printed_equals_csv(out: str, title_start: str, rows: list[dict[str, str]]) -> None:
-    for printed, row in zip(printed_rows(out, title_start, len(rows)), rows, strict=True):
-        values = list(row.values())
-        assert len(printed) == len(values), (printed, values)
-        for cell, value in zip(printed, values, strict=True):
-            assert same(cell, value), (title_start, cell, value)
-
-
-def column(rows: list[dict[str, str]], key: str) -> np.ndarray:
-    return np.array([float(r[key]) for r in rows])
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load()
+    return load_scenario("sharing_policies")
 
 
 def run(
     scenario: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
-) -> tuple[str, list[dict[str, str]], list[dict[str, str]]]:
+) -> tuple[str, Rows, Rows]:
     assert scenario.main([*SMALL, *extra, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     return (
@@ -95,45 +55,38 @@ def test_files_tables_and_figures_agree(
     for name in scenario.FILES:
         assert (tmp_path / name).stat().st_size > 0
     for name in (scenario.THROUGHPUT_PNG, scenario.DIFFERENCE_PNG):
-        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+        assert_png(tmp_path / name)
     assert [r["workers"] for r in throughput] == ["1", "2", "4"]
-    assert_printed_equals_csv(out, "Throughput (examples/s)", throughput)
-    assert_printed_equals_csv(out, "Link utilization rho", difference)
+    assert_printed_equals_csv(out, "Throughput (examples/s)", throughput, prefix=True)
+    assert_printed_equals_csv(out, "Link utilization rho", difference, prefix=True)
     assert "simulator: FCFS and PS" in out and "coarse models: FCFS and PS" in out
     assert "finding: " in out
 
-    # Figures are written to a temporary name, then renamed: match them by the final name.
-    names = (scenario.THROUGHPUT_PNG, scenario.DIFFERENCE_PNG)
-    figures = {n: f for f in saved_figures for n in names if n in Path(f.path).name}
-    assert len(saved_figures) == len(figures) == len(names)
+    figures = saved_as(saved_figures, (scenario.THROUGHPUT_PNG, scenario.DIFFERENCE_PNG))
     for fig in figures.values():
         assert fig.titled()
         for ax in fig.axes:
             assert ax.xlabel and ax.ylabel and ax.has_legend
     (ax,) = figures[scenario.THROUGHPUT_PNG].axes
-    for label, key in [
-        ("sim FCFS", "sim_fcfs"),
-        ("sim PS", "sim_ps"),
-        ("sim hybrid", "sim_hybrid"),
-        ("coarse FCFS", "coarse_fcfs"),
-        ("coarse PS", "coarse_ps"),
-        ("coarse hybrid", "coarse_hybrid"),
-        ("coarse hybrid + overlap", "coarse_overlap"),
-    ]:
-        x, y = ax.lines[label]
-        np.testing.assert_allclose(x, column(throughput, "workers"))
-        np.testing.assert_allclose(y, column(throughput, key))
+    assert_lines_plot(
+        ax,
+        throughput,
+        "workers",
+        {
+            "sim FCFS": "sim_fcfs",
+            "sim PS": "sim_ps",
+            "sim hybrid": "sim_hybrid",
+            "coarse FCFS": "coarse_fcfs",
+            "coarse PS": "coarse_ps",
+            "coarse hybrid": "coarse_hybrid",
+            "coarse hybrid + overlap": "coarse_overlap",
+        },
+    )
     assert "(examples/s)" in ax.ylabel
     by_rho, by_w = figures[scenario.DIFFERENCE_PNG].axes
-    x, y = by_rho.lines["simulator"]
-    np.testing.assert_allclose(x, column(difference, "sim_rho_fcfs"))
-    np.testing.assert_allclose(y, column(difference, "sim_diff_pct"))
-    x, y = by_rho.lines["coarse models"]
-    np.testing.assert_allclose(x, column(difference, "coarse_rho_fcfs"))
-    np.testing.assert_allclose(y, column(difference, "coarse_diff_pct"))
-    x, y = by_w.lines["simulator"]
-    np.testing.assert_allclose(x, column(difference, "workers"))
-    np.testing.assert_allclose(y, column(difference, "sim_diff_pct"))
+    assert_lines_plot(by_rho, difference, "sim_rho_fcfs", {"simulator": "sim_diff_pct"})
+    assert_lines_plot(by_rho, difference, "coarse_rho_fcfs", {"coarse models": "coarse_diff_pct"})
+    assert_lines_plot(by_w, difference, "workers", {"simulator": "sim_diff_pct"})
 
 
 def test_async_predictions_obey_the_link_and_the_models_rules(
@@ -189,12 +142,7 @@ def test_second_run_refuses_to_overwrite(
     scenario: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(scenario, tmp_path, capsys)
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("sharing_policies: error: ") and "--force" in err
-    assert len(err.splitlines()) == 1
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert_second_run_refused(scenario, [*SMALL, "--out", str(tmp_path)], tmp_path, capsys)
 
 
 def test_bad_rho_t_is_one_line(

@@ -3,9 +3,6 @@ placements split the bytes as claimed, and saturated throughput follows the busi
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,43 +14,23 @@ from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace, save_trace
 
 from figure_capture import FigureRecord
+from scenario_support import (
+    assert_png,
+    assert_rows_show_csv,
+    assert_second_run_refused,
+    column,
+    load_scenario,
+    printed_rows,
+    read_csv,
+)
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = ["--workers", "1,2", "--steps", "20", "--warmup", "4", "--quiet"]
 FAST = ["--trace", "cnn-b32", "--bandwidth", "1Gbps", *SMALL]
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def scenario() -> ModuleType:
-    return load("two_servers")
-
-
-def printed_rows(text: str, title: str) -> list[list[str]]:
-    """The rows of the printed table titled ``title``, as cells (placement labels joined)."""
-    lines = text.splitlines()
-    start = lines.index(title) + 2  # title, header
-    rows = []
-    for line in lines[start:]:
-        cells = line.split()
-        if not cells or not cells[0].isdigit():
-            break
-        rows.append([cells[0], " ".join(cells[1:-5]), *cells[-5:]])
-    return rows
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
+    return load_scenario("two_servers")
 
 
 def test_prints_tables_and_saves_data_and_figure(
@@ -65,8 +42,7 @@ def test_prints_tables_and_saves_data_and_figure(
     assert scenario.main([*FAST, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "finding" in out and "bytes held by each server" in out
-    data = (tmp_path / scenario.FIGURE_FILE).read_bytes()
-    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     split = read_csv(tmp_path / scenario.BYTES_CSV_FILE)
     assert len(split) == 1 + 2 + 2  # one server, then two placements of two servers
@@ -79,20 +55,14 @@ def test_prints_tables_and_saves_data_and_figure(
         assert "W" in axes.xlabel and "(examples/s)" in axes.ylabel
         mine = [r for r in rows if r["table"] == label]
         assert len(mine) == 2 * 3
-        for printed, saved in zip(printed_rows(out, label), mine, strict=True):
-            assert printed[1] == saved["placement"]
-            for key, value in zip(keys, printed, strict=True):
-                if key != "placement":
-                    assert float(value) == pytest.approx(float(saved[key]), abs=0.006)
+        # The printed table shows the CSV's rows, rounded; a placement's label is several words.
+        printed = [[c[0], " ".join(c[1:-5]), *c[-5:]] for c in printed_rows(out, label)]
+        assert_rows_show_csv(printed, mine, keys, label)
         for placement in {r["placement"] for r in mine}:
-            values = [float(r["examples_per_s"]) for r in mine if r["placement"] == placement]
+            values = column([r for r in mine if r["placement"] == placement], "examples_per_s")
             np.testing.assert_allclose(axes.lines[placement][1], values)
 
-    before = (tmp_path / scenario.CSV_FILE).read_bytes()
-    assert scenario.main([*FAST, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "already exists; pass --force" in err[0]
-    assert (tmp_path / scenario.CSV_FILE).read_bytes() == before
+    assert_second_run_refused(scenario, [*FAST, "--out", str(tmp_path)], tmp_path, capsys)
 
 
 @pytest.mark.parametrize("name", ["resnet18-b32", "cnn-b32", "mlp-b64"])

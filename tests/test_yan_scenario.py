@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "yan_table1.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("yan_table1", SCENARIO)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["yan_table1"] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+from scenario_support import load_scenario
 
 
 def test_prints_both_rankings_beside_the_papers(capsys: pytest.CaptureFixture[str]) -> None:
-    scenario = load()
+    scenario = load_scenario("yan_table1")
     assert scenario.main(["--threads", "1,16"]) == 0
     out = capsys.readouterr().out
     for name in ("mnist:", "imagenet22k:", "Discussion"):
@@ -33,7 +19,7 @@ def test_prints_both_rankings_beside_the_papers(capsys: pytest.CaptureFixture[st
 
 
 def test_ranks_are_a_permutation_sorted_by_epoch_time() -> None:
-    scenario = load()
+    scenario = load_scenario("yan_table1")
     ranked = scenario.rank(scenario.mnist(), scenario.paper_hardware(), (1, 16))
     assert [r.rank for r in ranked] == list(range(1, 9))
     epochs = [r.result.epoch_s for r in ranked]
@@ -43,7 +29,7 @@ def test_ranks_are_a_permutation_sorted_by_epoch_time() -> None:
 
 def test_imagenet_best_is_the_papers_with_default_constants() -> None:
     # A pinned result of the default setup (see the scenario's discussion).
-    scenario = load()
+    scenario = load_scenario("yan_table1")
     ranked = scenario.rank(scenario.imagenet22k(), scenario.paper_hardware(), (1, 16))
     assert ranked[0].wrp == (4, 4, 4)
 
@@ -51,5 +37,5 @@ def test_imagenet_best_is_the_papers_with_default_constants() -> None:
 @pytest.mark.parametrize("bad", [["--threads", "0"], ["--read-bound", "2"]])
 def test_bad_options_exit_with_a_usage_error(bad: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        load().main(bad)
+        load_scenario("yan_table1").main(bad)
     assert exit_info.value.code == 2
