@@ -63,7 +63,7 @@ ROUND_DIGITS = 9  # timestamps are kept to the nanosecond; finer digits are nois
 
 
 @dataclass
-class _StepMarks:
+class StepMarks:
     """Raw clock marks of one step, resolved into seconds after the step."""
 
     start: Any = None
@@ -89,10 +89,10 @@ class _StepTimes:
     update_s: float
 
 
-class _TimedInterpreter(fx.Interpreter):
+class TimedInterpreter(fx.Interpreter):
     """Runs the traced graph, timestamping each call node and keeping its output's grad_fns."""
 
-    def __init__(self, gm: fx.GraphModule, clock: Clock, marks: _StepMarks) -> None:
+    def __init__(self, gm: fx.GraphModule, clock: Clock, marks: StepMarks) -> None:
         super().__init__(gm, garbage_collect_values=True)
         self.clock = clock
         self.marks = marks
@@ -116,7 +116,7 @@ class _TimedInterpreter(fx.Interpreter):
         return result
 
 
-def _attribute_grad_fns(order: Sequence[str], roots: Mapping[str, list[Any]]) -> dict[Any, str]:
+def attribute_grad_fns(order: Sequence[str], roots: Mapping[str, list[Any]]) -> dict[Any, str]:
     """Autograd node -> the layer whose forward created it (walking layers in execution order)."""
     owner: dict[Any, str] = {}
     for name in order:
@@ -130,7 +130,7 @@ def _attribute_grad_fns(order: Sequence[str], roots: Mapping[str, list[Any]]) ->
     return owner
 
 
-def _hook_backward(owner: Mapping[Any, str], clock: Clock, marks: _StepMarks) -> list[Any]:
+def hook_backward(owner: Mapping[Any, str], clock: Clock, marks: StepMarks) -> list[Any]:
     """Timestamp every autograd node of every layer; returns the hook handles to remove."""
     handles = []
     for fn, name in owner.items():
@@ -163,10 +163,10 @@ class _Session:
     optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
 
     def run_step(self) -> _StepTimes:
-        marks = _StepMarks()
+        marks = StepMarks()
         self.model.zero_grad(set_to_none=True)
         clock = self.clock
-        interpreter = _TimedInterpreter(self.gm, clock, marks)
+        interpreter = TimedInterpreter(self.gm, clock, marks)
         marks.start = clock.mark()
         output = interpreter.run(self.inputs)
         loss_start = clock.mark()
@@ -177,7 +177,7 @@ class _Session:
             self._learn_layers(interpreter.tensor_nodes)
         order = [layer.name for layer in self.layers]
         roots = {**interpreter.roots, LOSS_LAYER: [loss.grad_fn]}
-        handles = _hook_backward(_attribute_grad_fns(order, roots), clock, marks)
+        handles = hook_backward(attribute_grad_fns(order, roots), clock, marks)
         del output, interpreter, roots
         try:
             marks.backward_start = clock.mark()
@@ -211,7 +211,7 @@ class _Session:
                     params, lr=LEARNING_RATE, momentum=MOMENTUM
                 )
 
-    def _resolve(self, marks: _StepMarks) -> _StepTimes:
+    def _resolve(self, marks: StepMarks) -> _StepTimes:
         clock, t0 = self.clock, marks.start
 
         def span(pair: tuple[Any, Any]) -> tuple[float, float]:

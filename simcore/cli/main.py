@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "simcore.cli.analyze_cmd",
     "simcore.cli.advise_cmd",
     "simcore.cli.network_cmd",
+    "simcore.cli.validate_cmd",
 )
 
 EXIT_USAGE = 2

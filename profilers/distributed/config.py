@@ -1,0 +1,158 @@
+"""What a distributed run does: the architecture, overlap, sizes, and limits, validated once.
+
+A run has ``workers`` training processes and, for the parameter-server architectures, ``servers``
+server processes. Ranks are laid out servers first: ranks ``0 .. P-1`` are the servers and ranks
+``P .. P+W-1`` the workers (ring AllReduce has ``P = 0``). :class:`RunConfig` is frozen and
+picklable, so a spawned rank receives it as it is.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simcore.errors import ConfigError, ProfilingError
+
+__all__ = [
+    "Architecture",
+    "DistributedRunError",
+    "ModelRef",
+    "Overlap",
+    "RunConfig",
+]
+
+# A model: a built-in name (``mlp``), a factory path (``package.module:factory``), or a picklable
+# zero-argument factory (an ``nn.Module`` subclass or a module-level function).
+ModelRef = str | Callable[[], Any]
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class DistributedRunError(ProfilingError):
+    """A distributed run failed: a rank raised, died or hung. Names the rank and its role."""
+
+
+class Architecture(str, enum.Enum):
+    """How workers combine their gradients."""
+
+    PS_ASYNC = "ps-async"  # parameter server, each worker's gradients applied as they arrive
+    PS_SYNC = "ps-sync"  # parameter server, gradients of all workers averaged per step
+    ALLREDUCE = "allreduce"  # ring AllReduce of each layer's gradients, local SGD step
+
+    @property
+    def uses_servers(self) -> bool:
+        return self is not Architecture.ALLREDUCE
+
+
+class Overlap(str, enum.Enum):
+    """How a worker overlaps communication with computation within a step."""
+
+    STRICT = "strict"  # all pulls, then forward and backward, then all pushes
+    LAYERWISE = (
+        "layerwise"  # a layer waits only for its own pull; its push starts after its backward
+    )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One distributed training run.
+
+    Attributes
+    ----------
+    model : built-in name, ``package.module:factory`` path or picklable factory.
+    architecture : ``ps-async``, ``ps-sync`` or ``allreduce`` (an :class:`Architecture`).
+    overlap : ``strict`` or ``layerwise`` (an :class:`Overlap`).
+    workers : number of worker processes W (>= 1).
+    servers : number of parameter servers P (1 or more for PS, 0 for AllReduce).
+    batch_size : examples per worker and step.
+    steps : steps per worker, warm-up included.
+    warmup : first steps of each worker left out of throughput and profiles.
+    seed : model initialization, teacher and batches (see :mod:`profilers.distributed.task`).
+    lr, momentum : SGD settings, the profiler's by default.
+    input_shape, num_classes : override the model's own (required for a user model without them).
+    timeout_s : limit in seconds on the rendezvous, on every gloo operation, and on the parent's
+        wait for progress; a rank that dies or hangs ends the run within about this long.
+    threads : torch intra-op threads per rank (None: torch's default). On a small host, 1 keeps
+        co-located ranks from oversubscribing the cores.
+    device : ``cpu`` or ``cuda``; on CUDA, worker w uses GPU ``w % device_count``.
+    master_addr, master_port : rendezvous address (port 0: a free port is chosen when spawning).
+    """
+
+    model: ModelRef
+    architecture: Architecture = Architecture.PS_ASYNC
+    overlap: Overlap = Overlap.LAYERWISE
+    workers: int = 1
+    servers: int = 1
+    batch_size: int = 32
+    steps: int = 20
+    warmup: int = 5
+    seed: int = 0
+    lr: float = 0.01
+    momentum: float = 0.9
+    input_shape: tuple[int, ...] | None = None
+    num_classes: int | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    threads: int | None = None
+    device: str = "cpu"
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "architecture", _enum(Architecture, self.architecture, "arch"))
+        object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, "overlap"))
+        for name, minimum in (("workers", 1), ("batch_size", 1), ("steps", 1), ("warmup", 0)):
+            _check_int(name, getattr(self, name), minimum)
+        _check_int("servers", self.servers, 0)
+        if self.architecture.uses_servers and self.servers < 1:
+            raise ConfigError(f"servers: {self.architecture.value} needs at least 1, got 0")
+        if not self.architecture.uses_servers and self.servers != 0:
+            raise ConfigError(f"servers: allreduce has no parameter servers; got {self.servers}")
+        if self.warmup >= self.steps:
+            raise ConfigError(
+                f"warmup: must be below steps ({self.steps}) so that some steps are measured, "
+                f"got {self.warmup}"
+            )
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s: must be > 0 s, got {self.timeout_s!r}")
+        if self.threads is not None:
+            _check_int("threads", self.threads, 1)
+        if not 0 <= self.master_port < 65536:
+            raise ConfigError(f"master_port: must be in 0..65535, got {self.master_port}")
+        if not (self.lr > 0 and 0 <= self.momentum < 1):
+            raise ConfigError(
+                f"lr > 0 and 0 <= momentum < 1 needed, got {self.lr}, {self.momentum}"
+            )
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in all: servers, then workers."""
+        return self.servers + self.workers
+
+    def role(self, rank: int) -> tuple[str, int]:
+        """``("server", s)`` or ``("worker", w)`` for a global rank."""
+        if rank < self.servers:
+            return "server", rank
+        return "worker", rank - self.servers
+
+    def worker_rank(self, worker: int) -> int:
+        """Global rank of worker index ``worker``."""
+        return self.servers + worker
+
+    @property
+    def measured_steps(self) -> int:
+        return self.steps - self.warmup
+
+
+def _enum(cls: Any, value: Any, option: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in cls)
+        raise ConfigError(f"{option}: {value!r} is not one of {choices}") from None
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name}: must be an integer >= {minimum}, got {value!r}")

@@ -1,0 +1,219 @@
+"""Flat, typed records of a distributed run, and the summaries computed from them.
+
+Every timestamp is ``time.perf_counter()`` of the process that took it, in seconds. On Linux that
+is ``CLOCK_MONOTONIC``, one clock for every process of a host, so spans of different ranks on one
+machine can be put on one timeline. Across hosts the clocks have unrelated origins: durations are
+still right, but comparing a worker's timestamps with a server's on another host is not (nothing
+here does; throughput uses each worker's own step ends).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from profilers.distributed.config import RunConfig
+from simcore.files import atomic_output
+
+__all__ = ["RunResult", "SlowdownReport", "Span", "StepRecord", "save_run_json"]
+
+# Span kinds. Worker side: pull (posted .. parameters in place), forward, backward, push (sent ..
+# completed), allreduce (launched .. completed). Server side: update (one worker's gradients of one
+# layer applied; in ps-sync, the averaged gradients, recorded once per step with worker -1).
+COMPUTE_KINDS = ("forward", "backward")
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One timed piece of work of one layer in one step.
+
+    ``start_s`` is a perf_counter timestamp (s); ``duration_s`` the time spent (s). For a backward
+    it is the sum of the layer's autograd nodes, which may interleave with other layers, so
+    ``start_s + duration_s`` is not necessarily when it ended.
+    """
+
+    rank: int
+    worker: int  # the worker this work was for; -1 for a server's per-step work in ps-sync
+    step: int
+    layer: str
+    kind: str
+    start_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One worker's step: perf_counter start and end (s) and its training loss."""
+
+    worker: int
+    step: int
+    start_s: float
+    end_s: float
+    loss: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class SlowdownReport:
+    """Compute time per step in a W-worker run relative to a solo (W=1) run.
+
+    ``ratio`` is the mean post-warm-up forward+backward time per step over all workers of the run
+    divided by the solo run's; ``per_layer`` the same ratio for each layer with compute in both.
+    """
+
+    workers: int
+    compute_s: float
+    solo_compute_s: float
+    per_layer: Mapping[str, float]
+
+    @property
+    def ratio(self) -> float:
+        return self.compute_s / self.solo_compute_s if self.solo_compute_s > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything measured in one run; ``final_state`` holds the trained parameters.
+
+    ``final_state`` comes from the servers (PS) or worker 0 (AllReduce), keyed like the model's
+    ``state_dict`` parameters; it is not part of the JSON dump.
+    """
+
+    config: RunConfig
+    model_name: str
+    layer_nbytes: Mapping[str, int]  # parameterized layers, forward order
+    spans: tuple[Span, ...]
+    steps: tuple[StepRecord, ...]
+    final_state: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+    # --- throughput ----------------------------------------------------------------------------
+
+    @property
+    def examples_per_s(self) -> float:
+        """Examples/s over all workers after warm-up.
+
+        Each worker contributes ``(N - k) * batch / (e[N-1] - e[k-1])``: its post-warm-up steps
+        over the time they took (the simulator's estimator, so the two compare directly).
+        """
+        k, batch = self.config.warmup, self.config.batch_size
+        total = 0.0
+        for steps in self.steps_by_worker().values():
+            ends = [s.end_s for s in steps]
+            total += (
+                (len(ends) - k)
+                * batch
+                / (ends[-1] - ends[k - 1] if k else ends[-1] - steps[0].start_s)
+            )
+        return total
+
+    def steps_by_worker(self) -> dict[int, list[StepRecord]]:
+        by: dict[int, list[StepRecord]] = defaultdict(list)
+        for record in sorted(self.steps, key=lambda s: (s.worker, s.step)):
+            by[record.worker].append(record)
+        return dict(by)
+
+    def step_times_s(self) -> list[float]:
+        """Post-warm-up step durations of every worker (s)."""
+        return [s.duration_s for s in self.steps if s.step >= self.config.warmup]
+
+    def losses(self, worker: int = 0) -> list[float]:
+        """Worker ``worker``'s training loss at each step."""
+        return [s.loss for s in self.steps_by_worker()[worker]]
+
+    # --- compute and co-location ----------------------------------------------------------------
+
+    def compute_s_per_layer(self) -> dict[str, float]:
+        """Mean forward+backward seconds per worker-step of each layer, after warm-up.
+
+        The mean is over the worker-steps present in the spans (a single rank's records from a
+        torchrun launch hold only that worker's).
+        """
+        sums: dict[str, float] = defaultdict(float)
+        worker_steps: set[tuple[int, int]] = set()
+        for span in self._measured(COMPUTE_KINDS):
+            sums[span.layer] += span.duration_s
+            worker_steps.add((span.worker, span.step))
+        count = max(len(worker_steps), 1)
+        return {layer: total / count for layer, total in sums.items()}
+
+    def compute_s_per_step(self) -> float:
+        """Mean forward+backward seconds per worker-step (the sum over layers), after warm-up."""
+        return sum(self.compute_s_per_layer().values())
+
+    def slowdown_vs(self, solo: RunResult) -> SlowdownReport:
+        """This run's per-layer compute relative to ``solo``'s (same model, usually W=1)."""
+        mine, theirs = self.compute_s_per_layer(), solo.compute_s_per_layer()
+        per_layer = {
+            layer: mine[layer] / theirs[layer]
+            for layer in mine
+            if layer in theirs and theirs[layer] > 0
+        }
+        return SlowdownReport(
+            self.config.workers, self.compute_s_per_step(), solo.compute_s_per_step(), per_layer
+        )
+
+    def _measured(self, kinds: Iterable[str]) -> Iterable[Span]:
+        wanted = set(kinds)
+        return (s for s in self.spans if s.kind in wanted and s.step >= self.config.warmup)
+
+    def spans_of(self, worker: int, step: int) -> list[Span]:
+        """Worker ``worker``'s spans of step ``step`` (server updates for it included)."""
+        return [s for s in self.spans if s.worker == worker and s.step == step]
+
+
+def _config_dict(config: RunConfig) -> dict[str, Any]:
+    data = asdict(config)
+    data["architecture"] = config.architecture.value
+    data["overlap"] = config.overlap.value
+    model = config.model
+    data["model"] = model if isinstance(model, str) else getattr(model, "__qualname__", repr(model))
+    return data
+
+
+def run_to_dict(result: RunResult) -> dict[str, Any]:
+    """The run as JSON-ready data: config, summary and every raw timestamp (no parameters)."""
+    step_times = result.step_times_s()
+    return {
+        "schema": "sgdsim.distributed_run",
+        "schema_version": 1,
+        "clock": "time.perf_counter (CLOCK_MONOTONIC on Linux: one origin per host), seconds",
+        "config": _config_dict(result.config),
+        "model_name": result.model_name,
+        "layer_nbytes": dict(result.layer_nbytes),
+        "summary": {
+            "examples_per_s": result.examples_per_s,
+            "mean_step_s": statistics.fmean(step_times) if step_times else None,
+            "compute_s_per_step": result.compute_s_per_step(),
+        },
+        "steps": [asdict(s) for s in result.steps],
+        "span_fields": list(Span.__slots__),
+        "spans": [[getattr(s, f) for f in Span.__slots__] for s in result.spans],
+    }
+
+
+def save_run_json(
+    result: RunResult, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> None:
+    """Write :func:`run_to_dict` atomically; replace an existing file only with ``overwrite``."""
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        tmp.write_text(json.dumps(run_to_dict(result), indent=1) + "\n", encoding="utf-8")
+
+
+def merge(
+    records: Sequence[tuple[Sequence[Span], Sequence[StepRecord]]],
+) -> tuple[tuple[Span, ...], tuple[StepRecord, ...]]:
+    """Concatenate the per-rank records, spans sorted by start time."""
+    spans = sorted((s for r in records for s in r[0]), key=lambda s: s.start_s)
+    steps = sorted((s for r in records for s in r[1]), key=lambda s: (s.worker, s.step))
+    return tuple(spans), tuple(steps)

@@ -1,0 +1,298 @@
+"""Start every rank of a run on this machine, watch them, and collect what they measured.
+
+:func:`run_distributed` starts the ranks (servers, then workers) as processes forked from a
+forkserver, lets them rendezvous on ``master_addr`` (loopback by default), and returns a
+:class:`RunResult`. A watchdog in the calling process ends the run with
+:class:`DistributedRunError` when a rank raises, dies, or reports nothing for ``timeout_s`` (plus a
+grace), naming the culprit; every rank is terminated before :func:`run_distributed` returns or
+raises, and a rank whose caller disappears ends by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profilers.distributed.config import DistributedRunError, RunConfig
+from profilers.distributed.launch import RankOutput, combine, run_rank
+from profilers.distributed.records import RunResult
+from simcore.errors import SgdsimError
+
+__all__ = ["ProgressEvent", "run_distributed"]
+
+_GRACE_S = 10.0  # the parent waits this much longer than a rank's own gloo timeout
+_STOP_WAIT_S = 2.0  # how long terminated ranks get to exit before they are killed
+_ROOT_CAUSE_WAIT_S = 0.5  # after a rank's error, how long to look for a rank that died first
+_LAST_WORDS_S = 0.5  # how long to read a dead rank's last messages
+_QUIET_S = 1.0  # a rank silent this long when another fails is named as the likely cause
+_CALLER_POLL_S = 1.0  # how often a rank checks that the process that started it is alive
+_PROGRESS_INTERVAL_S = 0.2  # a rank reports progress at most this often
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A rank finished step ``step`` (a server: served some worker's step); ``pid``: its process.
+
+    Each rank reports at most every 0.2 s, and always its last step.
+    """
+
+    rank: int
+    role: str
+    step: int
+    total: int
+    pid: int
+
+
+# --------------------------------------------------------------------
+
+
+def run_distributed(
+    config: RunConfig, progress: Callable[[ProgressEvent], None] | None = None
+) -> RunResult:
+    """Spawn all ranks of ``config`` on this machine, run them, and return what they measured.
+
+    Parameters
+    ----------
+    config : the run; ``master_port`` 0 picks a free port on ``master_addr``.
+    progress : called in this process with a :class:`ProgressEvent` after each rank's step.
+
+    Raises
+    ------
+    DistributedRunError : a rank raised, died, or nothing progressed for ``timeout_s`` + 10 s.
+        Every spawned rank is stopped before this returns or raises.
+    """
+    port = config.master_port or _free_port(config.master_addr)
+    host = f"[{config.master_addr}]" if ":" in config.master_addr else config.master_addr
+    init_method = f"tcp://{host}:{port}"
+    ctx = _context()
+    messages = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_child_main, args=(config, r, init_method, messages, os.getpid()), daemon=True
+        )
+        for r in range(config.world_size)
+    ]
+    try:
+        for proc in procs:
+            proc.start()
+        outputs = _Watchdog(config, procs, messages, progress).collect()
+    finally:
+        _stop(procs)
+        messages.close()
+        messages.join_thread()
+    return combine(config, outputs)
+
+
+def _context() -> Any:
+    """A forkserver that has imported torch and the runner once, where available, else spawn.
+
+    Every rank then starts as a fork of that clean, single-threaded process in milliseconds
+    instead of importing torch again (seconds each on a busy host). Unlike a plain fork of the
+    caller, no threads or OpenMP pools are inherited. The forkserver process lives as long as the
+    calling process and exits with it.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "profilers.distributed.spawn"])
+    return ctx
+
+
+def _free_port(addr: str) -> int:
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((addr, 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _child_main(
+    config: RunConfig, rank: int, init_method: str, messages: Any, caller_pid: int
+) -> None:
+    """Entry point of a spawned rank: reports progress, its output or its error on ``messages``."""
+    _exit_with(caller_pid)
+    role, index = config.role(rank)
+    if config.master_addr in ("127.0.0.1", "localhost", "::1"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo otherwise picks the host's NIC
+    pid = os.getpid()
+
+    last_report = [-_PROGRESS_INTERVAL_S]
+
+    def report(step: int) -> None:
+        # At most one message per interval (and always the last step): a fast model would
+        # otherwise flood the parent with thousands a second, taking CPU from the measurement.
+        now = time.monotonic()
+        if now - last_report[0] >= _PROGRESS_INTERVAL_S or step == config.steps - 1:
+            last_report[0] = now
+            messages.put(("progress", rank, role, step, pid, now))
+
+    try:
+        output = run_rank(config, rank, init_method=init_method, progress=report)
+    except BaseException as err:
+        # sgdsim's own errors say what happened; anything else needs its type to make sense
+        own = isinstance(err, SgdsimError)
+        text = str(err) if own else "".join(traceback.format_exception_only(err)).strip()
+        messages.put(("error", rank, f"{role} {index} (rank {rank})", text))
+        raise SystemExit(1) from err
+    messages.put(("result", rank, output))
+
+
+def _exit_with(caller_pid: int) -> None:
+    """End this rank at once if the process that started it goes away (even by SIGKILL).
+
+    The caller stops its ranks when it returns or raises, but a caller that is killed cannot;
+    without this its ranks would train on (or wait for gloo's timeout) as orphans.
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(_CALLER_POLL_S)
+            try:
+                os.kill(caller_pid, 0)
+            except ProcessLookupError:
+                os._exit(3)  # no cleanup to do: nobody is left to read our results
+
+    threading.Thread(target=watch, name="caller watch", daemon=True).start()
+
+
+class _Watchdog:
+    """The parent's side of a run: relays progress, gathers outputs, and fails fast.
+
+    Deaths and silences are checked on every pass, not only when the queue is quiet: in
+    Async-SGD the surviving workers keep reporting progress while a dead or hung one does not.
+    A rank is silent when it has reported nothing for ``timeout_s`` + a grace.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        procs: list[Any],
+        messages: Any,
+        progress: Callable[[ProgressEvent], None] | None,
+    ) -> None:
+        self.config, self.procs, self.messages, self.progress = config, procs, messages, progress
+        self.idle_limit_s = config.timeout_s + _GRACE_S
+        self.outputs: dict[int, RankOutput] = {}
+        self.last_news = dict.fromkeys(range(len(procs)), time.monotonic())
+
+    def collect(self) -> list[RankOutput]:
+        """Every rank's output, in rank order; DistributedRunError on any failure."""
+        while len(self.outputs) < len(self.procs):
+            try:
+                message = self.messages.get(timeout=0.2)
+            except queue.Empty:
+                message = None
+            if message is None or message[0] == "progress":
+                self._check_alive()
+            if message is not None:
+                self._handle(message)
+        return [self.outputs[r] for r in sorted(self.outputs)]
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind, rank = message[0], message[1]
+        if kind == "progress":
+            _, _, role, step, pid, sent = message
+            # When it was sent, not read: the parent may read a backlog late. CLOCK_MONOTONIC
+            # (time.monotonic on Linux) is one clock for all processes of the host.
+            self.last_news[rank] = max(self.last_news[rank], sent)
+            if self.progress is not None:
+                self.progress(ProgressEvent(rank, role, step, self.config.steps, pid))
+            return
+        self.last_news[rank] = time.monotonic()
+        if kind == "result":
+            self.outputs[rank] = message[2]
+        elif kind == "error":
+            time.sleep(_ROOT_CAUSE_WAIT_S)  # a peer's death or hang usually causes it: name it
+            cause = self._describe(self._dead() - {rank}) or self._quietest(exclude=rank)
+            raise DistributedRunError(f"{cause}{message[2]} failed: {message[3]}")
+
+    def _check_alive(self) -> None:
+        """Raise if a rank died without its output or has been silent too long."""
+        if self._dead():
+            # Its last words (an error, or its output) may still be in the pipe: read them for
+            # a moment (only a moment: other ranks may keep reporting progress for ever).
+            until = time.monotonic() + _LAST_WORDS_S
+            while (last := _last_message(self.messages, until - time.monotonic())) is not None:
+                if last[0] in ("error", "result"):
+                    self._handle(last)
+            dead = self._dead()
+            if dead:
+                raise DistributedRunError(self._describe(dead).rstrip("; "))
+        now = time.monotonic()
+        silent = [r for r, t in self.last_news.items() if self._running(r)]
+        silent = [r for r in silent if now - self.last_news[r] > self.idle_limit_s]
+        if silent:
+            names = ", ".join(self._name(r) for r in silent)
+            raise DistributedRunError(
+                f"no progress for {self.idle_limit_s:.0f} s from {names}: it hangs; raise "
+                "timeout_s if its steps are legitimately that slow"
+            )
+
+    def _running(self, rank: int) -> bool:
+        return rank not in self.outputs
+
+    def _dead(self) -> set[int]:
+        """Ranks that have exited without delivering their output."""
+        return {r for r, p in enumerate(self.procs) if p.exitcode is not None and self._running(r)}
+
+    def _name(self, rank: int) -> str:
+        role, index = self.config.role(rank)
+        return f"{role} {index} (rank {rank})"
+
+    def _describe(self, ranks: set[int]) -> str:
+        parts = []
+        for rank in sorted(ranks):
+            code = self.procs[rank].exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+            parts.append(f"{self._name(rank)} died ({how}) before finishing; ")
+        return "".join(parts)
+
+    def _quietest(self, exclude: int) -> str:
+        """The running rank silent the longest, if it has been silent for a while (a hang)."""
+        now = time.monotonic()
+        quiet = [
+            (now - t, r) for r, t in self.last_news.items() if r != exclude and self._running(r)
+        ]
+        if not quiet:
+            return ""
+        silent_s, rank = max(quiet)
+        if silent_s < _QUIET_S:
+            return ""
+        return f"{self._name(rank)} has reported nothing for {silent_s:.1f} s (hung?); "
+
+
+def _last_message(messages: Any, timeout_s: float) -> tuple[Any, ...] | None:
+    if timeout_s <= 0:
+        return None
+    try:
+        message: tuple[Any, ...] = messages.get(timeout=timeout_s)
+    except queue.Empty:
+        return None
+    return message
+
+
+def _stop(procs: list[Any]) -> None:
+    """Terminate ranks still running, kill those that ignore it (or are stopped); reap all."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped (hung) rank must run to die
+    deadline = time.monotonic() + _STOP_WAIT_S
+    for proc in procs:
+        if proc.pid is None:  # never started
+            continue
+        proc.join(max(deadline - time.monotonic(), 0.0))
+        if proc.is_alive():
+            proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+            proc.join(_STOP_WAIT_S)

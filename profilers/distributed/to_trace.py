@@ -1,0 +1,147 @@
+"""A single-worker run as an sgdsim trace, with the communication it measured (TPDS'22 4.1).
+
+With one worker and a parameter server, the run *is* the paper's single-worker profile: every
+layer's computation and transmission is timestamped. The trace gets the same layers and op ids as
+the per-layer profiler's (:func:`simcore.trace.build.ps_step_ops` on the same fx layers), and:
+
+- ``forward:L`` / ``backward:L``: the worker's measured durations (backward: the sum of L's
+  autograd nodes, 0 when autograd ran none), start relative to the step's start;
+- ``update:L``: the server's time applying L's gradients in that step;
+- ``pull:L`` / ``push:L``: the *transfer* time, i.e. how long the connection was busy with L.
+  All pulls are posted at once and arrive one after the other on one connection per server, so a
+  pull's own time runs from when the previous one on that connection completed (or from its
+  posting, if later) to its completion; pushes likewise from their sends. Summed, they give the
+  time the connection was busy, which is what the simulator's transfer of ``nbytes`` stands for.
+
+The format stores measured transfer times as the communication ops' ``duration_s``
+(``simcore/trace/FORMAT.md``, steps); the simulator currently ignores them and uses
+``nbytes / bandwidth`` (``SEMANTICS.md``), so they serve comparison, not replay.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+
+import torch
+
+from profilers.distributed.config import Overlap, RunConfig
+from profilers.distributed.launch import place_layers
+from profilers.distributed.records import RunResult, Span
+from profilers.distributed.task import build_setup
+from simcore import __version__
+from simcore.errors import ConfigError
+from simcore.trace.build import ps_step_ops
+from simcore.trace.model import SCHEMA_VERSION, Op, StepProfile, Trace, TraceMetadata
+from simcore.trace.parse import trace_from_dict, trace_to_dict
+
+__all__ = ["run_to_trace"]
+
+ROUND_DIGITS = 9  # nanoseconds, as the per-layer profiler
+
+
+def run_to_trace(result: RunResult) -> Trace:
+    """The post-warm-up steps of a one-worker parameter-server run as a validated trace.
+
+    Raises
+    ------
+    ConfigError : the run had more than one worker or no parameter server.
+    """
+    config = result.config
+    if config.workers != 1 or not config.architecture.uses_servers:
+        raise ConfigError(
+            f"run_to_trace: needs one worker and a parameter server, got {config.workers} "
+            f"worker(s) with {config.architecture.value}"
+        )
+    setup = build_setup(config)
+    layers = [layer.to_layer() for layer in setup.layers]
+    ops = ps_step_ops(layers, setup.layer_inputs, overlap=config.overlap is Overlap.LAYERWISE)
+    placement = place_layers(setup.param_layers, config.servers)
+    server_of = {layer.name: placement[layer.index] for layer in setup.param_layers}
+    starts = {s.step: s.start_s for s in result.steps}
+    by_step: dict[int, list[Span]] = defaultdict(list)
+    for span in result.spans:
+        if span.step >= config.warmup:
+            by_step[span.step].append(span)
+    steps = tuple(
+        _profile(ops, by_step[n], starts[n], server_of) for n in sorted(by_step) if n in starts
+    )
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in setup.module.parameters()}
+    dtype = ",".join(sorted(dtypes)) or "none"
+    metadata = _metadata(config, result.model_name, dtype, len(steps))
+    trace = Trace(metadata, tuple(layers), ops, steps, SCHEMA_VERSION)
+    source = f"<distributed run {result.model_name}>"
+    return trace_from_dict(trace_to_dict(trace), source=source)  # validated like a file
+
+
+def _profile(
+    ops: Sequence[Op], spans: Sequence[Span], t0: float, server_of: Mapping[str, int]
+) -> StepProfile:
+    timed: dict[str, tuple[float, float]] = {}  # op id -> (start relative to t0, duration)
+    for span in spans:
+        if span.kind in ("forward", "backward", "update"):
+            timed[f"{span.kind}:{span.layer}"] = (span.start_s - t0, span.duration_s)
+    for kind in ("pull", "push"):
+        mine = [s for s in spans if s.kind == kind]
+        timed.update(_busy_times(kind, mine, t0, server_of))
+    durations: list[float | None] = []
+    op_starts: list[float | None] = []
+    for op in ops:
+        start, duration = timed.get(op.id, (None, None))
+        if duration is None and not op.is_communication:
+            duration = 0.0  # autograd ran nothing for this layer (e.g. a flatten of the input)
+        durations.append(None if duration is None else round(max(duration, 0.0), ROUND_DIGITS))
+        op_starts.append(None if start is None else round(start, ROUND_DIGITS))
+    return StepProfile(duration_s=tuple(durations), start_s=tuple(op_starts))
+
+
+def _busy_times(
+    kind: str, spans: Sequence[Span], t0: float, server_of: Mapping[str, int]
+) -> dict[str, tuple[float, float]]:
+    """Per transfer: (start, duration) of the time its connection spent on it alone."""
+    out: dict[str, tuple[float, float]] = {}
+    per_server: dict[int, list[Span]] = defaultdict(list)
+    for span in spans:
+        per_server[server_of[span.layer]].append(span)
+    for transfers in per_server.values():
+        free_at = -float("inf")
+        for span in sorted(transfers, key=lambda s: s.start_s + s.duration_s):
+            end = span.start_s + span.duration_s
+            begin = max(span.start_s, free_at)
+            out[f"{kind}:{span.layer}"] = (begin - t0, end - begin)
+            free_at = end
+    return out
+
+
+def _metadata(config: RunConfig, model_name: str, dtype: str, n_steps: int) -> TraceMetadata:
+    return TraceMetadata(
+        model_name=model_name,
+        batch_size=config.batch_size,
+        device=config.device,
+        dtype=dtype,
+        framework="torch",
+        framework_version=torch.__version__,
+        profiled_steps=n_steps,
+        warmup_steps=config.warmup,
+        library_versions={"python": platform.python_version(), "torch": torch.__version__},
+        host={"hostname": socket.gethostname(), "torch_threads": config.threads},
+        profiler={
+            "name": "sgdsim.profilers.distributed",
+            "version": __version__,
+            "timer": "time.perf_counter",
+            "dag_source": "torch.fx symbolic trace (forward dataflow) + autograd graph",
+            "granularity": "fx call node",
+            "architecture": config.architecture.value,
+            "overlap": config.overlap.value,
+            "servers": config.servers,
+            "communication": "measured: gloo point-to-point per layer, connection busy time",
+            "optimizer": f"SGD(lr={config.lr}, momentum={config.momentum}) at the server",
+            "seed": config.seed,
+        },
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=f"one worker of a real parameter-server run on {config.master_addr}; synthetic "
+        "teacher-labelled batches",
+    )

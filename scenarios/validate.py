@@ -1,0 +1,158 @@
+"""How close are sgdsim's predictions to real distributed training on this machine?
+
+Question
+    For a model and batch size, profile one worker with the real distributed runner, predict the
+    throughput of W = 1..Wmax workers with the simulator and the coarse model, then run the real
+    job for each W: how large is each prediction's error, and how much do co-located workers
+    slow each other's computation?
+
+Setup
+    - the runner (``profilers.distributed``): torch.distributed with gloo on loopback, one
+      parameter server process (PS Async-SGD, PS Sync-SGD) or none (ring AllReduce), W worker
+      processes, a learnable synthetic task; per-layer pulls and pushes overlapped with
+      computation (``--overlap layerwise``) or strict phases;
+    - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
+      and transfers; the link's bandwidth for the predictions is measured from it unless
+      ``--bandwidth`` is given;
+    - predictions: ``simcore.sim.simulate`` as if each worker had its own host, and with all
+      workers sharing this host's CPU cores (``colocated_workers``/``host_cpu_cores``); the
+      coarse model (``simcore.analytic``);
+    - every W is run ``--repetitions`` times; throughput counts each worker's steps after
+      ``--warmup``.
+
+Output
+    A table per architecture (measured examples/s and spread, each prediction and its error, the
+    compute slowdown against the solo profile), the mean and maximum absolute errors, and in
+    ``--out`` (default ``results/validate/``): ``validate.csv`` and ``validate.png``.
+
+On a machine shared with other jobs the measured numbers say little about accuracy: run it on an
+idle machine (and with ``--repetitions 3`` or more) before drawing conclusions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from profilers.distributed.validation import (
+    PREDICTORS,
+    ValidationReport,
+    report_tables,
+    report_text,
+    validate,
+)
+from simcore.cli.main import OneLineErrorParser
+from simcore.plots import new_figure, save_figure
+from simcore.report import ScenarioOutput, run_scenario
+from simcore.report.scenario import nonnegative_int, positive_int
+from simcore.units import parse_bandwidth
+
+NAME = "validate"
+MODEL = "cnn"
+BATCH_SIZE = 32
+WORKERS_MAX = 4
+ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
+REPETITIONS = 3
+STEPS = 30  # per worker and run
+WARMUP_STEPS = 5
+THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
+CSV_FILE = f"{NAME}.csv"
+FIGURE_FILE = f"{NAME}.png"
+
+
+def plot(report: ValidationReport, out: ScenarioOutput) -> None:
+    """Measured (mean, with the repetitions' range) and predicted examples/s against W."""
+    tables = report_tables(report)
+    fig, axes = new_figure(1, len(tables), size=(4.2 * len(tables), 4.0))
+    axes = list(axes) if len(tables) > 1 else [axes]
+    for ax, table in zip(axes, tables, strict=True):
+        points = [p for p in report.points if p.architecture == table.title]
+        w = [p.workers for p in points]
+        low = [p.measured_mean - min(p.measured) for p in points]
+        high = [max(p.measured) - p.measured_mean for p in points]
+        ax.errorbar(
+            w,
+            table.column("measured"),
+            yerr=[low, high],
+            fmt="ko",
+            ms=5,
+            capsize=3,
+            label="measured",
+        )
+        for (key, label), style in zip(PREDICTORS, ("-", "--", ":"), strict=True):
+            ax.plot(w, table.column(key), style, label=label)
+        ax.set_title(table.title, fontsize=10)
+        ax.set_xlabel("workers W")
+        ax.set_xticks(w)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("examples/s (all workers)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(
+        f"Measured vs predicted: {report.model_name}, batch {report.batch_size}, "
+        f"link {report.bandwidth_bps / 1e9:.2f} Gbit/s, {report.host_cpu_cores:g} cores",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = OneLineErrorParser(
+        prog=f"python scenarios/{NAME}.py",
+        description=(__doc__ or NAME).strip().split("\n\n")[0],
+        epilog="The script's docstring describes the question, the setup and the output.",
+    )
+    parser.add_argument("--model", default=MODEL, help=f"built-in or pkg.mod:factory ({MODEL})")
+    parser.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE)
+    parser.add_argument("--workers-max", type=positive_int, default=WORKERS_MAX)
+    parser.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHITECTURES,
+        help="architecture to run (repeat for several; default all three)",
+    )
+    parser.add_argument("--repetitions", type=positive_int, default=REPETITIONS)
+    parser.add_argument("--steps", type=positive_int, default=STEPS, help="steps per worker")
+    parser.add_argument("--warmup", type=nonnegative_int, default=WARMUP_STEPS)
+    parser.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
+    parser.add_argument("--bandwidth", help="link for the predictions (default: measured)")
+    parser.add_argument("--threads", type=positive_int, default=THREADS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=f"results/{NAME}", help="output folder")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def body() -> None:
+        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
+        bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
+        report = validate(
+            args.model,
+            batch_size=args.batch_size,
+            workers_max=args.workers_max,
+            architectures=tuple(args.arch or ARCHITECTURES),
+            repetitions=args.repetitions,
+            steps=args.steps,
+            warmup=args.warmup,
+            overlap=args.overlap,
+            bandwidth_bps=bandwidth,
+            threads=args.threads,
+            seed=args.seed,
+            progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
+        )
+        print(report_text(report))
+        out.write_csv(CSV_FILE, report_tables(report))
+        plot(report, out)
+        print("\n" + out.summary())
+
+    return run_scenario(NAME, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""``sgdsim validate``: real distributed runs on this machine against the predictions.
+
+Profiles one worker with the distributed runner (``profilers.distributed``), predicts W = 1..Wmax
+with the simulator and the coarse model, runs the real job for each W and prints measured versus
+predicted examples/s with each prediction's error and the co-location compute slowdown.
+torch is imported only when the command runs, so the rest of the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from simcore.files import refuse_existing
+from simcore.units import parse_bandwidth
+
+if TYPE_CHECKING:
+    from profilers.distributed.validation import ValidationReport
+
+ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "validate",
+        help="run real distributed training here and compare it with the predictions",
+        description="Profile one worker with real torch.distributed training (gloo, loopback), "
+        "predict W = 1..--workers-max with the simulator and the coarse model, run the real job "
+        "for each W and print measured vs predicted examples/s with the errors. On a machine "
+        "busy with other jobs the measurements are noisy.",
+    )
+    p.add_argument("--model", default="cnn", help="built-in model or package.module:factory")
+    p.add_argument("--batch-size", type=int, default=32, help="examples per worker and step")
+    p.add_argument("--workers-max", type=int, default=4, help="largest W (default 4)")
+    p.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHITECTURES,
+        help="architecture to run; repeat for several (default: all three)",
+    )
+    p.add_argument("--repetitions", type=int, default=3, help="real runs per W (default 3)")
+    p.add_argument("--steps", type=int, default=30, help="steps per worker and run (default 30)")
+    p.add_argument("--warmup", type=int, default=5, help="steps per worker left out (default 5)")
+    p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
+    p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model and data (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.add_argument("-o", "--out", help="also write the solo trace to this file (.json)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
+    from profilers.distributed.validation import report_text, validate
+
+    if args.out:
+        refuse_existing(args.out, args.force)  # fail before minutes of training, not after
+    bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
+    report = validate(
+        args.model,
+        batch_size=args.batch_size,
+        workers_max=args.workers_max,
+        architectures=tuple(args.arch or ARCHITECTURES),
+        repetitions=args.repetitions,
+        steps=args.steps,
+        warmup=args.warmup,
+        overlap=args.overlap,
+        bandwidth_bps=bandwidth,
+        threads=args.threads,
+        seed=args.seed,
+        progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
+    )
+    if args.out:
+        from simcore.trace.io import save_trace
+
+        save_trace(report.trace, args.out, overwrite=args.force)
+    if args.json:
+        print(json.dumps(_report_dict(report), indent=1, allow_nan=False))
+    else:
+        print(report_text(report))
+    return 0
+
+
+def _report_dict(report: ValidationReport) -> dict[str, Any]:
+    return {
+        "model_name": report.model_name,
+        "batch_size": report.batch_size,
+        "bandwidth_bps": report.bandwidth_bps,
+        "host_cpu_cores": report.host_cpu_cores,
+        "threads": report.threads,
+        "solo_examples_per_s": report.solo_examples_per_s,
+        "solo_simulated_examples_per_s": report.solo_simulated,
+        "points": [
+            {
+                "architecture": p.architecture,
+                "workers": p.workers,
+                "measured_examples_per_s": list(p.measured),
+                "simulated_examples_per_s": p.simulated,
+                "simulated_shared_cpu_examples_per_s": p.simulated_shared_cpu,
+                "coarse_examples_per_s": p.coarse,
+                "compute_slowdown": p.slowdown,
+            }
+            for p in report.points
+        ],
+    }

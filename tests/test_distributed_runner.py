@@ -1,0 +1,247 @@
+"""Real distributed training on loopback: correctness against one process, traces, and faults.
+
+Each test spawns its ranks (servers, then workers) with gloo on 127.0.0.1. The model is the tiny
+:class:`TinyNet` below, which spawned ranks import from this module by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from profilers.distributed import (
+    DistributedRunError,
+    ProgressEvent,
+    RunConfig,
+    RunResult,
+    batch_index,
+    build_setup,
+    run_distributed,
+    run_timeline_spans,
+    run_to_trace,
+    save_run_json,
+    synthetic_batch,
+)
+from profilers.distributed.__main__ import main as command_main
+from simcore.export.chrome import chrome_trace
+from simcore.trace.build import ps_step_ops
+from simcore.trace.io import load_trace, save_trace
+from simcore.trace.model import OpKind
+
+TINY = "test_distributed_runner:TinyNet"
+
+
+class TinyNet(nn.Module):
+    """16 inputs, two 32-unit hidden layers, 4 classes: three parameterized layers."""
+
+    input_shape = (16,)
+    num_classes = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
+
+
+def _config(**kwargs: Any) -> RunConfig:
+    base: dict[str, Any] = {
+        "model": TINY,
+        "batch_size": 16,
+        "steps": 12,
+        "warmup": 2,
+        "threads": 1,
+        "timeout_s": 20.0,
+    }
+    base.update(kwargs)
+    return RunConfig(**base)
+
+
+def _single_process(config: RunConfig) -> dict[str, torch.Tensor]:
+    """SGD in one process on the concatenation of every worker's batch, step by step.
+
+    The mean loss over the union of equal batches is the mean of the workers' mean losses, so its
+    gradient is the mean of their gradients: what PS Sync-SGD and AllReduce apply.
+    """
+    setup = build_setup(config)
+    model = setup.module
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
+    for step in range(config.steps):
+        parts = [
+            synthetic_batch(setup, config.seed, w, batch_index(step), config.batch_size)
+            for w in range(config.workers)
+        ]
+        inputs = torch.cat([x for x, _ in parts])
+        labels = torch.cat([y for _, y in parts])
+        optimizer.zero_grad()
+        F.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _assert_same_parameters(result: RunResult, expected: dict[str, torch.Tensor]) -> None:
+    assert set(result.final_state) == set(expected)
+    for name, value in expected.items():
+        torch.testing.assert_close(result.final_state[name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("overlap", ["layerwise", "strict"])
+def test_one_async_worker_trains_like_one_process_and_gives_a_trace(
+    tmp_path: Any, overlap: str
+) -> None:
+    config = _config(architecture="ps-async", workers=1, overlap=overlap)
+    result = run_distributed(config)
+    _assert_same_parameters(result, _single_process(config))
+    assert len(result.steps) == config.steps
+    # the trace: the profiler's ops (strict phases too), measured compute and communication
+    trace = run_to_trace(result)
+    setup = build_setup(config)
+    layers = [layer.to_layer() for layer in setup.layers]
+    expected = ps_step_ops(layers, setup.layer_inputs, overlap=overlap == "layerwise")
+    assert [(op.id, op.deps) for op in trace.ops] == [(op.id, op.deps) for op in expected]
+    assert trace.n_steps == config.steps - config.warmup
+    for op, duration in zip(trace.ops, trace.steps[0].duration_s, strict=True):
+        assert duration is not None, op.id
+    assert trace.phase_time_s(0, OpKind.PULL) > 0 and trace.phase_time_s(0, OpKind.UPDATE) > 0
+    save_trace(trace, tmp_path / "w1.json")
+    assert load_trace(tmp_path / "w1.json").n_steps == trace.n_steps
+    save_run_json(result, tmp_path / "run.json")
+    assert (tmp_path / "run.json").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("architecture", "servers", "overlap"),
+    [("ps-sync", 2, "strict"), ("allreduce", 0, "layerwise")],
+)
+def test_synchronous_runs_equal_one_process_on_the_union_batch(
+    architecture: str, servers: int, overlap: str
+) -> None:
+    config = _config(architecture=architecture, servers=servers, workers=2, overlap=overlap)
+    result = run_distributed(config)
+    _assert_same_parameters(result, _single_process(config))
+    kinds = {span.kind for span in result.spans}
+    assert kinds >= {"forward", "backward", "update"}
+    assert ("pull" in kinds) == (architecture != "allreduce")
+
+
+def test_two_async_workers_learn_and_report_throughput() -> None:
+    config = _config(architecture="ps-async", workers=2, steps=30, warmup=5, lr=0.05)
+    result = run_distributed(config)
+    for worker in (0, 1):
+        losses = result.losses(worker)
+        assert statistics.fmean(losses[-5:]) < 0.8 * statistics.fmean(losses[:5])
+    assert result.examples_per_s > 0
+    assert len(result.step_times_s()) == 2 * (config.steps - config.warmup)
+    # every layer of every step was pulled, computed, pushed and applied for each worker
+    per_kind = {k: 0 for k in ("pull", "forward", "push", "update")}
+    for span in result.spans:
+        if span.kind in per_kind:
+            per_kind[span.kind] += 1
+    assert per_kind["pull"] == per_kind["push"] == per_kind["update"] == 2 * config.steps * 3
+    assert result.slowdown_vs(result).ratio == pytest.approx(1.0)
+    # the measured timeline, laid out like the simulator's
+    events = chrome_trace(run_timeline_spans(result))["traceEvents"]
+    processes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert processes == {"server 0", "worker 0", "worker 1"}
+    assert min(e["ts"] for e in events if e["ph"] == "X") >= 0
+
+
+def test_module_command_writes_the_run_its_trace_and_timeline(tmp_path: Any) -> None:
+    paths = {name: tmp_path / f"{name}.json" for name in ("run", "trace", "chrome")}
+    argv = ["--model", TINY, "--workers", "1", "--steps", "6", "--warmup", "1", "--threads", "1"]
+    argv += ["-o", str(paths["run"]), "--trace-out", str(paths["trace"])]
+    assert command_main([*argv, "--chrome-out", str(paths["chrome"])]) == 0
+    run = json.loads(paths["run"].read_text(encoding="utf-8"))
+    assert run["config"]["model"] == TINY and len(run["steps"]) == 6
+    assert load_trace(paths["trace"]).n_steps == 5
+    assert json.loads(paths["chrome"].read_text(encoding="utf-8"))["traceEvents"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_dead_or_hung_worker_ends_the_run_and_leaves_no_process(sig: int) -> None:
+    pids: set[int] = set()
+    struck: list[int] = []
+
+    def strike(event: ProgressEvent) -> None:
+        pids.add(event.pid)
+        if event.role == "worker" and event.rank == 2 and event.step >= 3 and not struck:
+            struck.append(event.pid)
+            os.kill(event.pid, sig)
+
+    config = _config(architecture="ps-async", workers=2, steps=10_000, timeout_s=3.0)
+    with pytest.raises(DistributedRunError, match=r"worker|rank|progress") as caught:
+        run_distributed(config, progress=strike)
+    assert struck
+    # the culprit is named: the dead worker, or the one that went silent
+    culprit = "died (killed by signal 9)" if sig == signal.SIGKILL else "has reported nothing"
+    assert f"worker 1 (rank 2) {culprit}" in str(caught.value)
+    assert len(pids) == 3
+    assert not [pid for pid in pids if _alive(pid)]
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+_CALLER = """
+import sys
+from profilers.distributed import RunConfig, run_distributed
+
+def report(event):
+    print(event.pid, flush=True)
+
+if __name__ == "__main__":
+    config = RunConfig("test_distributed_runner:TinyNet", workers=1, steps=10**7, threads=1)
+    run_distributed(config, progress=report)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
+def test_ranks_end_when_their_caller_is_killed(tmp_path: Any) -> None:
+    script = tmp_path / "caller.py"
+    script.write_text(_CALLER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    caller = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert caller.stdout is not None
+        pids: set[int] = set()
+        while len(pids) < 2:  # the server and the worker report progress
+            pids.add(int(caller.stdout.readline()))
+    finally:
+        caller.kill()
+        caller.wait()
+    deadline = time.monotonic() + 10.0
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in pids if _running(pid)]

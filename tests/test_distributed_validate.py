@@ -1,0 +1,87 @@
+"""The validation scenario and ``sgdsim validate`` run end to end at tiny settings.
+
+The numbers measured here (a busy 2-core machine, seconds of training) say nothing about accuracy;
+the tests check that the pieces fit: a solo profile, predictions for each W, real runs, a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from profilers.distributed import RunConfig
+from profilers.distributed.validation import colocation_slowdown, effective_bandwidth_bps
+from simcore.cli import validate_cmd
+from simcore.cli.main import OneLineErrorParser
+from simcore.trace.build import synthetic_trace
+from simcore.trace.io import load_trace
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+TINY = "test_distributed_runner:TinyNet"
+SMALL = ["--model", TINY, "--batch-size", "8", "--steps", "8", "--warmup", "2", "--quiet"]
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scenario_prints_and_saves_measured_vs_predicted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = load("validate")
+    argv = [*SMALL, "--workers-max", "2", "--repetitions", "1", "--arch", "ps-sync"]
+    assert scenario.main([*argv, "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "ps-sync" in text and "absolute error over all points" in text
+    with open(tmp_path / "validate.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["workers"]) for r in rows] == [1, 2]
+    for row in rows:
+        assert float(row["measured"]) > 0 and float(row["simulated"]) > 0
+        assert float(row["slowdown"]) > 0
+    assert (tmp_path / "validate.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_cli_command_prints_json_and_saves_the_solo_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = OneLineErrorParser(prog="sgdsim")
+    validate_cmd.register(parser.add_subparsers(dest="command"))
+    out = tmp_path / "solo.json"
+    options = ["--workers-max", "1", "--repetitions", "1", "--arch", "allreduce", "--json"]
+    args = parser.parse_args(["validate", *SMALL, *options, "-o", str(out)])
+    assert isinstance(args, argparse.Namespace)
+    assert args.handler(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["architecture"] for p in doc["points"]] == ["allreduce"]
+    assert doc["points"][0]["measured_examples_per_s"][0] > 0
+    assert load_trace(out).metadata.profiler["name"] == "sgdsim.profilers.distributed"
+
+
+def test_effective_bandwidth_needs_measured_transfers() -> None:
+    trace = synthetic_trace([0.01], [0.01], [1000])
+    with pytest.raises(ValueError, match="no measured transfer"):
+        effective_bandwidth_bps(trace)
+
+
+def test_colocation_slowdown_reports_a_ratio_per_worker_count() -> None:
+    config = RunConfig(
+        TINY, architecture="allreduce", servers=0, batch_size=8, steps=8, warmup=2, threads=1
+    )
+    solo, reports = colocation_slowdown(config, workers=(2,))
+    assert solo.config.workers == 1
+    report = reports[2]
+    assert report.workers == 2 and report.ratio > 0
+    assert set(report.per_layer) >= {"fc1", "fc2", "fc3"}
