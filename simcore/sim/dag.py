@@ -270,7 +270,12 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             # The host's devices first reduce this layer's gradients onto the one that sends.
             nodes.append(intra(f"{INTRA_REDUCE}:{op.id}", op, deps))
             deps = [nodes[-1].op_id]
-        nodes.append(_Node(op.id, op.kind.value, op.resource.value, server, bits, col, 0.0, deps))
+        resource = op.resource.value
+        if ring and op.resource is Resource.PS:
+            # No server: the worker applies the update itself, on its own device, in turn with
+            # its computation (as the distributed runner does after each AllReduce).
+            resource, server = Resource.WORKER.value, 0
+        nodes.append(_Node(op.id, op.kind.value, resource, server, bits, col, 0.0, deps))
         if not op.is_communication:
             continue
         last = op.id
