@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
         help="architecture to run; repeat for several (default: all three)",
     )
     p.add_argument("--repetitions", type=int, default=3, help="real runs per W (default 3)")
-    p.add_argument("--steps", type=int, default=30, help="steps per worker and run (default 30)")
-    p.add_argument("--warmup", type=int, default=5, help="steps per worker left out (default 5)")
+    p.add_argument("--steps", type=int, default=100, help="steps per worker and run (default 100)")
+    p.add_argument("--warmup", type=int, default=10, help="steps per worker left out (default 10)")
     p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
     p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
