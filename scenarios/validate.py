@@ -40,13 +40,12 @@ from profilers.distributed.validation import (
     ValidationReport,
     report_tables,
     report_text,
-    validate,
 )
 from simcore.cli.main import OneLineErrorParser
+from simcore.cli.validate_cmd import validate_with
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, run_scenario
 from simcore.report.scenario import nonnegative_int, positive_int
-from simcore.units import parse_bandwidth
 
 NAME = "validate"
 MODEL = "cnn"
@@ -131,21 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> None:
         out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
-        bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
-        report = validate(
-            args.model,
-            batch_size=args.batch_size,
-            workers_max=args.workers_max,
-            architectures=tuple(args.arch or ARCHITECTURES),
-            repetitions=args.repetitions,
-            steps=args.steps,
-            warmup=args.warmup,
-            overlap=args.overlap,
-            bandwidth_bps=bandwidth,
-            threads=args.threads,
-            seed=args.seed,
-            progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
-        )
+        report = validate_with(args)
         print(report_text(report))
         out.write_csv(CSV_FILE, report_tables(report))
         plot(report, out)

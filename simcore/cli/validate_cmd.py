@@ -54,14 +54,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
-    from profilers.distributed.validation import report_text, validate
+def validate_with(args: argparse.Namespace) -> ValidationReport:
+    """Run the validation the options describe (shared with ``scenarios/validate.py``)."""
+    from profilers.distributed.validation import validate
 
-    if args.out:
-        refuse_existing(args.out, args.force)  # fail before minutes of training, not after
     bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
-    report = validate(
+    return validate(
         args.model,
         batch_size=args.batch_size,
         workers_max=args.workers_max,
@@ -75,6 +73,15 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
+    from profilers.distributed.validation import report_text
+
+    if args.out:
+        refuse_existing(args.out, args.force)  # fail before minutes of training, not after
+    report = validate_with(args)
     if args.out:
         from simcore.trace.io import save_trace
 
