@@ -96,7 +96,7 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--steps", "10", "--warmup", "10"], "steps: must be greater than warmup_steps"),
         (["--workers", "1-3", "--timeline", "x.json"], "--timeline: needs a single worker"),
         (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
-        (["--speed", "1,2", "--workers", "3"], "speed_factors: needs one value per worker"),
+        (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),
         (["--placement", "nowhere"], "--placement: 'nowhere' is not greedy"),
     ],
 )

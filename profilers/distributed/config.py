@@ -118,6 +118,10 @@ class RunConfig:
             raise ConfigError(f"timeout_s: must be > 0 s, got {self.timeout_s!r}")
         if self.threads is not None:
             _check_int("threads", self.threads, 1)
+        if isinstance(self.model, str) and ":" not in self.model:
+            from profilers.models import get_spec  # fail here, not in every spawned rank
+
+            get_spec(self.model)
         if not 0 <= self.master_port < 65536:
             raise ConfigError(f"master_port: must be in 0..65535, got {self.master_port}")
         if not (self.lr > 0 and 0 <= self.momentum < 1):

@@ -326,7 +326,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
     network = load_network_option(args.network)
-    configs = [build_config(args, w, network, topology) for w in counts]  # checked before running
+    try:  # every configuration is checked before anything runs
+        configs = [build_config(args, w, network, topology) for w in counts]
+    except ConfigError as err:
+        raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
         validate(traces, config)
@@ -439,6 +442,35 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"({result.ops_per_wall_s:,.0f} ops/s)"
     )
     return "\n".join(lines)
+
+
+# SimulationConfig fields the user knows as options of their own name.
+OPTION_OF = {
+    "workers": "--workers",
+    "steps": "--steps",
+    "warmup_steps": "--warmup",
+    "replications": "--replications",
+    "batches": "--batches",
+    "servers": "--servers",
+    "window_bytes": "--window",
+    "jitter_cv": "--jitter-cv",
+    "parse_alpha_s_per_byte": "--parse-alpha",
+    "speed_factors": "--speed",
+    "worker_types": "--worker-types",
+    "devices_per_host": "--devices-per-host",
+    "colocated_workers": "--colocated",
+    "host_cpu_cores": "--host-cores",
+    "worker_cpu_cores": "--worker-cores",
+    "server_host": "--server-host",
+}
+
+
+def _as_option_error(err: ConfigError) -> ConfigError:
+    """``err`` with its leading field name replaced by the option that sets it."""
+    name, sep, rest = str(err).partition(":")
+    if not sep or name not in OPTION_OF:
+        return err
+    return ConfigError(f"{OPTION_OF[name]}:{rest}")
 
 
 def _host_lines(c: SimulationConfig) -> list[str]:
