@@ -238,12 +238,10 @@ def build_config(
     ``--bandwidth`` and ``--latency`` leave open; ``topology`` (``--topology``) the host
     settings that the host options leave open, and the bandwidth before ``network``.
     """
-    bandwidth = args.bandwidth
-    if bandwidth is None and topology is not None:
-        ring = args.arch == "allreduce"
+    bandwidth_bps, latency_s = resolve_link(args.bandwidth, args.latency, network)
+    if args.bandwidth is None and topology is not None:
         server = topology.server_bandwidth_bps or topology.nic_bandwidth_bps
-        bandwidth = f"{topology.nic_bandwidth_bps if ring else server}bps"
-    bandwidth_bps, latency_s = resolve_link(bandwidth, args.latency, network)
+        bandwidth_bps = topology.nic_bandwidth_bps if args.arch == "allreduce" else server
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth_bps,
