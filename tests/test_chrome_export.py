@@ -183,3 +183,14 @@ def test_profiled_spans_carry_worker_step_and_layer() -> None:
     assert spans and all(s.args["step"] == 3 and s.args["worker"] == 0 for s in spans)
     assert {s.process for s in spans} == {"worker 0", "server 0"}
     check_format(chrome_trace(spans))
+
+
+def test_intra_host_ops_are_shown_as_such() -> None:
+    trace = tiny()
+    result = run(trace, workers=2, mode="sync", devices_per_host=4, intra_bandwidth_bps=1e9)
+    assert result.timeline is not None
+    spans = simulated_spans(result.timeline, trace=trace)
+    intra = [s for s in spans if s.resource == "intra"]
+    assert intra and {s.category for s in intra} == {"intra-host"}
+    assert {s.name.split(":")[0] for s in intra} == {"intra-reduce", "intra-broadcast"}
+    check_format(chrome_trace(spans))

@@ -47,6 +47,7 @@ RESOURCE_TIDS: dict[str, int] = {
 
 #: Display kinds, beyond the trace's op kinds: the simulator's parsing and latency ops.
 PARSE = "parse"
+INTRA = "intra-host"  # reduce and broadcast among a host's devices
 LATENCY = "latency"
 US_DECIMALS = 3  # timestamps in microseconds, rounded to the nanosecond
 
@@ -58,7 +59,7 @@ class TimelineSpan:
     process: str  # "worker 0", "server 0"
     resource: str  # "downlink", "worker", "uplink", "ps" (or any label): the thread
     name: str  # op id
-    category: str  # op kind: pull, forward, backward, push, update, parse, latency, other
+    category: str  # op kind: pull, forward, backward, push, update, parse, latency, intra, other
     start_s: float
     duration_s: float
     args: dict[str, Any] = field(default_factory=dict)
@@ -69,11 +70,14 @@ class TimelineSpan:
 
 
 def display_kind(op: str, kind: str) -> str:
-    """The kind a timeline shows: ``parse`` and ``latency`` ops of the simulator by their id."""
+    """The kind a timeline shows: the simulator's ``parse``, ``latency`` and intra-host ops are
+    told apart by their id."""
     if op.startswith("latency:"):
         return LATENCY
     if op.startswith("parse:"):
         return PARSE
+    if op.startswith(("intra-reduce:", "intra-broadcast:")):
+        return INTRA
     return kind
 
 

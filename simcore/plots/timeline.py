@@ -48,6 +48,7 @@ KIND_COLORS: dict[str, str] = {
     "update": "#9467bd",
     "parse": "#8c564b",
     "latency": "#9e9e9e",
+    "intra-host": "#ff7f0e",
     "other": "#7f7f7f",
 }
 ROW_KINDS = ("pull", "compute", "push", "update")  # row order within a worker
