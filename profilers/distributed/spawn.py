@@ -232,10 +232,12 @@ class _Watchdog:
         silent = [r for r, t in self.last_news.items() if self._running(r)]
         silent = [r for r in silent if now - self.last_news[r] > self.idle_limit_s]
         if silent:
+            # A rank waiting for a hung peer goes quiet too, sometimes first: name a stopped
+            # process (the cause) before the ranks that merely went silent.
             names = ", ".join(self._name(r) for r in silent)
             raise DistributedRunError(
-                f"no progress for {self.idle_limit_s:.0f} s from {names}: it hangs; raise "
-                "timeout_s if its steps are legitimately that slow"
+                f"{self._stopped_text()}no progress for {self.idle_limit_s:.0f} s from {names}: "
+                "it hangs; raise timeout_s if its steps are legitimately that slow"
             )
 
     def _running(self, rank: int) -> bool:
@@ -257,8 +259,22 @@ class _Watchdog:
             parts.append(f"{self._name(rank)} died ({how}) before finishing; ")
         return "".join(parts)
 
+    def _stopped_text(self, exclude: int | None = None) -> str:
+        """The running ranks whose process is stopped (SIGSTOP, a debugger), as a cause."""
+        now = time.monotonic()
+        return "".join(
+            f"{self._name(r)} has reported nothing for {now - self.last_news[r]:.1f} s: its "
+            "process is stopped; "
+            for r, proc in enumerate(self.procs)
+            if r != exclude and self._running(r) and _is_stopped(proc.pid)
+        )
+
     def _quietest(self, exclude: int) -> str:
-        """The running rank silent the longest, if it has been silent for a while (a hang)."""
+        """A stopped rank, else the running rank silent the longest if it has been silent for a
+        while (a hang)."""
+        stopped = self._stopped_text(exclude)
+        if stopped:
+            return stopped
         now = time.monotonic()
         quiet = [
             (now - t, r) for r, t in self.last_news.items() if r != exclude and self._running(r)
@@ -269,6 +285,18 @@ class _Watchdog:
         if silent_s < _QUIET_S:
             return ""
         return f"{self._name(rank)} has reported nothing for {silent_s:.1f} s (hung?); "
+
+
+def _is_stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (state T or t in /proc; False where there is none)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("T", "t")
 
 
 def _last_message(messages: Any, timeout_s: float) -> tuple[Any, ...] | None:
