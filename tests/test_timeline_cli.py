@@ -96,3 +96,32 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.png").exists()
+
+
+def test_hosts_of_several_devices_draw_their_intra_host_row(tmp_path: Path) -> None:
+    chrome = tmp_path / "hosts.json"
+    argv = [
+        "timeline",
+        "cnn-b32",
+        "--topology",
+        "aws-p3.16xlarge",
+        "--hosts",
+        "2",
+        "--mode",
+        "sync",
+        "--steps",
+        "6",
+        "--chrome",
+        str(chrome),
+    ]
+    assert main(argv) == 0
+    events = json.loads(chrome.read_text())["traceEvents"]
+    threads = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert "intra" in threads
+    assert {e["cat"] for e in events if e.get("ph") == "X"} >= {"intra-host", "forward", "push"}
+    assert (
+        main(
+            ["timeline", "cnn-b32", "--hosts", "2", "--workers", "2", "-o", str(tmp_path / "x.png")]
+        )
+        == 2
+    )

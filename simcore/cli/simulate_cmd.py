@@ -8,7 +8,6 @@ sizes and durations accept units (``10Gbps``, ``64KiB``, ``50us``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -16,6 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.host_options import (
+    add_host_options,
+    apply_host_options,
+    load_topology_option,
+    topology_bandwidth_bps,
+    workers_text,
+)
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
@@ -28,7 +34,6 @@ from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
-from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace, read_json, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
@@ -142,29 +147,7 @@ def register(subparsers: Any) -> None:
         help="layerwise: per-layer overlap of communication and computation, as in the trace; "
         "none: strict phases, all pulls then all computation then all pushes (default layerwise)",
     )
-    hosts = p.add_argument_group(
-        "hosts", "hosts of several devices (TPDS'22 4.4), or several worker processes per host"
-    )
-    hosts.add_argument(
-        "--topology",
-        help="host type file or sample (e.g. aws-p3.16xlarge): devices per host, intra-host "
-        "bandwidth, NIC, per-flow cap; options given explicitly win",
-    )
-    hosts.add_argument("--hosts", help="hosts H (instead of --workers): count, list or range")
-    hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
-    hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
-    hosts.add_argument(
-        "--server-host",
-        type=int,
-        help="the worker/host whose machine also runs the parameter servers (default: their own)",
-    )
-    hosts.add_argument(
-        "--colocated", type=int, default=1, help="worker processes per host (default 1)"
-    )
-    hosts.add_argument("--host-cores", type=float, help="CPU cores per host, shared by them")
-    hosts.add_argument(
-        "--worker-cores", type=float, help="cores one worker used when profiled alone"
-    )
+    add_host_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
     p.add_argument(
@@ -239,9 +222,7 @@ def build_config(
     settings that the host options leave open, and the bandwidth before ``network``.
     """
     bandwidth_bps, latency_s = resolve_link(args.bandwidth, args.latency, network)
-    if args.bandwidth is None and topology is not None:
-        server = topology.server_bandwidth_bps or topology.nic_bandwidth_bps
-        bandwidth_bps = topology.nic_bandwidth_bps if args.arch == "allreduce" else server
+    bandwidth_bps = topology_bandwidth_bps(args, topology) or bandwidth_bps
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth_bps,
@@ -273,52 +254,13 @@ def build_config(
         jitter_cv=args.jitter_cv,
         timeline=args.timeline is not None,
         overlap=args.overlap,
-        colocated_workers=args.colocated,
-        host_cpu_cores=args.host_cores,
-        worker_cpu_cores=args.worker_cores,
     )
-    return _with_hosts(args, config, topology)
-
-
-def _with_hosts(
-    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
-) -> SimulationConfig:
-    """``config`` with the devices per host, intra-host link, NIC and flow cap of the host
-    options, falling back on ``topology``'s."""
-    ring = config.arch == "allreduce"
-    devices = args.devices_per_host
-    if devices is None:
-        devices = topology.devices_per_host if topology is not None else 1
-    intra = _bandwidth_option(args.intra_bandwidth, "--intra-bandwidth")
-    if intra is None and topology is not None:
-        intra = topology.intra_bandwidth_bps
-    if devices > 1 and intra is None:
-        raise ConfigError(
-            f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
-            "host's devices, e.g. 150GB/s for NVLink)"
-        )
-    changes: dict[str, Any] = {"devices_per_host": devices, "intra_bandwidth_bps": intra}
-    if args.server_host is not None:
-        changes["server_host"] = args.server_host
-    elif topology is not None and topology.server_host is not None and not ring:
-        changes["server_host"] = topology.server_host
-    if topology is not None:
-        if args.flow_cap is None:
-            changes["flow_cap_bps"] = topology.flow_cap_bps
-        if args.worker_bandwidth is None and not ring:
-            changes["worker_bandwidth_bps"] = topology.nic_bandwidth_bps
-    return dataclasses.replace(config, **changes)
-
-
-def _bandwidth_option(text: str | None, name: str) -> float | None:
-    return None if text is None else parse_bandwidth(text, name=name)
+    return apply_host_options(args, config, topology)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.hosts is not None and args.workers is not None:
-        raise ConfigError("--hosts: give --hosts or --workers, not both (a host is a worker)")
-    counts = parse_workers(args.hosts or args.workers or "1")
-    topology = load_topology(args.topology) if args.topology else None
+    counts = parse_workers(workers_text(args))
+    topology = load_topology_option(args)
     if args.timeline is not None:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")

@@ -15,6 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.host_options import (
+    add_host_options,
+    apply_host_options,
+    load_topology_option,
+    topology_bandwidth_bps,
+    workers_text,
+)
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -31,7 +38,7 @@ from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, parse_duration, parse_size
+from simcore.units import format_bandwidth, parse_bandwidth, parse_duration, parse_size
 
 DEFAULT_STEPS = 20
 WINDOW_STEPS = 3  # steps shown by default, from the middle of the run
@@ -97,6 +104,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--out", help="output PNG")
     p.add_argument("--chrome", help="also write what is shown as Chrome Trace Event JSON")
     p.add_argument("--title", help="figure title (default: what was simulated)")
+    p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
+    add_host_options(p, hosts_list=False)
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(handler=run)
 
@@ -143,14 +152,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _workers(args: argparse.Namespace) -> int:
-    if args.workers is None:
-        return 1 if args.profiled else 4
+    text = workers_text(args, default="1" if args.profiled else "4")
+    option = "--hosts" if args.hosts is not None else "--workers"
     try:
-        workers = int(args.workers)
+        workers = int(text)
     except ValueError:
-        raise ConfigError(f"--workers: {args.workers!r} is not a single worker count") from None
+        raise ConfigError(f"{option}: {text!r} is not a single worker count") from None
     if workers < 1:
-        raise ConfigError(f"--workers: must be >= 1, got {workers}")
+        raise ConfigError(f"{option}: must be >= 1, got {workers}")
     if args.profiled and workers != 1:
         raise ConfigError(
             "--profiled: compares the profile with one simulated worker; drop --workers"
@@ -162,8 +171,10 @@ def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
     bandwidth_bps, latency_s = resolve_link(
         args.bandwidth, args.latency, load_network_option(args.network)
     )
+    topology = load_topology_option(args)
+    bandwidth_bps = topology_bandwidth_bps(args, topology) or bandwidth_bps
     warmup = args.steps // 5
-    return SimulationConfig(
+    config = SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth_bps,
         latency_s=latency_s,
@@ -178,7 +189,11 @@ def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
         batches=max(2, min(10, args.steps - warmup)),
         seed=args.seed,
         timeline=True,
+        flow_cap_bps=None
+        if args.flow_cap is None
+        else parse_bandwidth(args.flow_cap, name="--flow-cap"),
     )
+    return apply_host_options(args, config, topology)
 
 
 def _timeline(

@@ -1,0 +1,105 @@
+"""The host options of ``simulate`` and ``timeline``: hosts of several devices (TPDS'22 4.4), or
+several worker processes per host, given one by one or as a topology file; options given
+explicitly win over the topology's values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from simcore.errors import ConfigError
+from simcore.sim import SimulationConfig
+from simcore.topology import Topology
+from simcore.topology_io import load_topology
+from simcore.units import parse_bandwidth
+
+
+def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> None:
+    """Add the host options; ``--hosts`` takes a list/range when ``hosts_list``, else one count."""
+    group = p.add_argument_group(
+        "hosts", "hosts of several devices (TPDS'22 4.4), or several worker processes per host"
+    )
+    group.add_argument(
+        "--topology",
+        help="host type file or sample (e.g. aws-p3.16xlarge): devices per host, intra-host "
+        "bandwidth, NIC, per-flow cap; options given explicitly win",
+    )
+    what = "count, list or range" if hosts_list else "a count"
+    group.add_argument("--hosts", help=f"hosts H (instead of --workers): {what}")
+    group.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
+    group.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
+    group.add_argument(
+        "--server-host",
+        type=int,
+        help="the worker/host whose machine also runs the parameter servers (default: their own)",
+    )
+    group.add_argument(
+        "--colocated", type=int, default=1, help="worker processes per host (default 1)"
+    )
+    group.add_argument("--host-cores", type=float, help="CPU cores per host, shared by them")
+    group.add_argument(
+        "--worker-cores", type=float, help="cores one worker used when profiled alone"
+    )
+
+
+def workers_text(args: argparse.Namespace, default: str = "1") -> str:
+    """What ``--hosts`` or ``--workers`` says (a host is a worker); not both."""
+    if args.hosts is not None and args.workers is not None:
+        raise ConfigError("--hosts: give --hosts or --workers, not both (a host is a worker)")
+    text: str = args.hosts or args.workers or default
+    return text
+
+
+def load_topology_option(args: argparse.Namespace) -> Topology | None:
+    return load_topology(args.topology) if args.topology else None
+
+
+def topology_bandwidth_bps(args: argparse.Namespace, topology: Topology | None) -> float | None:
+    """The link ``topology`` implies when ``--bandwidth`` is not given: the servers' NIC for a
+    parameter server, each host's NIC for a ring; None without a topology."""
+    if args.bandwidth is not None or topology is None:
+        return None
+    if args.arch == "allreduce":
+        return topology.nic_bandwidth_bps
+    return topology.server_bandwidth_bps or topology.nic_bandwidth_bps
+
+
+def apply_host_options(
+    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
+) -> SimulationConfig:
+    """``config`` with the host options, falling back on ``topology``'s values."""
+    ring = config.arch == "allreduce"
+    devices = args.devices_per_host
+    if devices is None:
+        devices = topology.devices_per_host if topology is not None else 1
+    intra = _bandwidth(args.intra_bandwidth, "--intra-bandwidth")
+    if intra is None and topology is not None:
+        intra = topology.intra_bandwidth_bps
+    if devices > 1 and intra is None:
+        raise ConfigError(
+            f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
+            "host's devices, e.g. 150GB/s for NVLink)"
+        )
+    changes: dict[str, Any] = {
+        "devices_per_host": devices,
+        "intra_bandwidth_bps": intra,
+        "colocated_workers": args.colocated,
+        "host_cpu_cores": args.host_cores,
+        "worker_cpu_cores": args.worker_cores,
+    }
+    if args.server_host is not None:
+        changes["server_host"] = args.server_host
+    elif topology is not None and topology.server_host is not None and not ring:
+        changes["server_host"] = topology.server_host
+    if topology is not None:
+        if getattr(args, "flow_cap", None) is None:
+            changes["flow_cap_bps"] = topology.flow_cap_bps
+        if getattr(args, "worker_bandwidth", None) is None and not ring:
+            changes["worker_bandwidth_bps"] = topology.nic_bandwidth_bps
+    return dataclasses.replace(config, **changes)
+
+
+def _bandwidth(text: str | None, name: str) -> float | None:
+    return None if text is None else parse_bandwidth(text, name=name)
