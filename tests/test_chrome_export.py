@@ -159,6 +159,9 @@ def test_ring_allreduce_updates_stay_with_the_worker() -> None:
     assert {s.process for s in spans} == {"worker 0", "worker 1"}
     # No server: a worker applies its updates on its own compute, in turn with its layers.
     assert {s.resource for s in spans if s.category == "update"} == {"worker"}
+    # A ring has no pushes: its transfers are shown as the AllReduce they are.
+    assert {s.resource for s in spans if s.category == "allreduce"} == {"allreduce"}
+    assert not [s for s in spans if s.category == "push"]
     check_format(chrome_trace(spans))
 
 

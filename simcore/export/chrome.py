@@ -47,6 +47,7 @@ RESOURCE_TIDS: dict[str, int] = {
 
 #: Display kinds, beyond the trace's op kinds: the simulator's parsing and latency ops.
 PARSE = "parse"
+ALLREDUCE = "allreduce"  # a ring's transfers (uplink ops of the step DAG)
 INTRA = "intra-host"  # reduce and broadcast among a host's devices
 LATENCY = "latency"
 US_DECIMALS = 3  # timestamps in microseconds, rounded to the nanosecond
@@ -59,7 +60,8 @@ class TimelineSpan:
     process: str  # "worker 0", "server 0"
     resource: str  # "downlink", "worker", "uplink", "ps" (or any label): the thread
     name: str  # op id
-    category: str  # op kind: pull, forward, backward, push, update, parse, latency, intra, other
+    category: str  # op kind: pull, forward, backward, push, allreduce, update, parse, latency,
+    # intra-host, other
     start_s: float
     duration_s: float
     args: dict[str, Any] = field(default_factory=dict)
@@ -237,6 +239,8 @@ def simulated_spans(
         op_id = timeline.op_ids[op]
         slot = timeline.slot_names[int(timeline.slot[i])]
         kind = display_kind(op_id, timeline.op_kinds[op])
+        if arch == "allreduce" and kind == "push":
+            kind = ALLREDUCE  # the ring's transfers: an AllReduce, not a push to a server
         args: dict[str, Any] = {
             "worker": worker,
             "step": int(timeline.step[i]),
@@ -246,7 +250,8 @@ def simulated_spans(
         if layer is not None:
             args["layer"] = layer
         if kind == LATENCY:
-            args["link"] = slot_of.get((worker, _base_op(op_id)), "")
+            link = slot_of.get((worker, _base_op(op_id)), "")
+            args["link"] = ALLREDUCE if arch == "allreduce" and link == "uplink" else link
         process, thread = _place(worker, slot, arch)
         start = float(timeline.start_s[i])
         spans.append(
@@ -275,6 +280,8 @@ def _place(worker: int, slot: str, arch: str) -> tuple[str, str]:
         if arch == "allreduce":
             return f"worker {worker}", "update"
         return f"server {server_of(slot)}", f"worker {worker}"
+    if arch == "allreduce" and slot == Resource.UPLINK.value:
+        return f"worker {worker}", ALLREDUCE
     return f"worker {worker}", slot
 
 

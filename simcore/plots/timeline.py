@@ -45,17 +45,19 @@ KIND_COLORS: dict[str, str] = {
     "forward": "#d62728",
     "backward": "#17becf",
     "push": "#2ca02c",
+    "allreduce": "#2ca02c",
     "update": "#9467bd",
     "parse": "#8c564b",
     "latency": "#9e9e9e",
     "intra-host": "#ff7f0e",
     "other": "#7f7f7f",
 }
-ROW_KINDS = ("pull", "compute", "push", "update")  # row order within a worker
+ROW_KINDS = ("pull", "compute", "push", "allreduce", "update")  # row order within a worker
 ROW_TITLES = {
     "pull": "workers pulling",
     "compute": "workers computing",
     "push": "workers pushing",
+    "allreduce": "workers all-reducing",
     "update": "workers' updates at a server",
 }
 MS_BELOW_S = 2.0  # windows shorter than this are drawn in milliseconds
@@ -110,7 +112,7 @@ def span_row(span: TimelineSpan) -> tuple[Row, bool]:
         return Row(worker, "update", _number(span.process)), False
     if span.category == LATENCY:
         link = str(span.args.get("link", "")) or "downlink"
-        kind = "push" if resource_base(link) == "uplink" else "pull"
+        kind = {"uplink": "push", "allreduce": "allreduce"}.get(resource_base(link), "pull")
         return Row(worker, kind, server_of(link)), True
     base = resource_base(span.resource)
     kind = {"downlink": "pull", "worker": "compute", "uplink": "push", "ps": "update"}.get(
