@@ -123,3 +123,24 @@ def test_slowdown_compares_compute_with_a_solo_run() -> None:
     report = run.slowdown_vs(solo)
     assert math.isclose(report.ratio, 1.5)  # mean of 0.01 and 0.02 over solo's 0.01
     assert math.isclose(report.per_layer["fc"], 1.5)
+
+
+def test_time_before_a_layer_that_nothing_explains_is_charged_to_it() -> None:
+    from profilers.distributed.to_trace import _charge_gaps
+    from simcore.trace.build import synthetic_trace
+
+    ops = synthetic_trace([0.01, 0.02], [0.02, 0.03], [100, 200]).ops
+    timed = {  # op id -> (start, duration), seconds from the step's start
+        "pull:l0": (0.0, 1.0),
+        "pull:l1": (1.0, 0.5),  # arrives at 1.5
+        "forward:l0": (1.2, 0.5),  # could start at 1.0 (its pull): 0.2 s unexplained
+        "forward:l1": (1.8, 0.4),  # could start at 1.7 (forward l0 done, pull l1 at 1.5)
+        "backward:l1": (2.2, 0.3),  # started right away: nothing to charge
+        "backward:l0": (2.6, 0.2),  # 0.1 s after backward l1
+    }
+    _charge_gaps(ops, timed)
+    assert timed["forward:l0"] == pytest.approx((1.0, 0.7))
+    assert timed["forward:l1"] == pytest.approx((1.7, 0.5))
+    assert timed["backward:l1"] == pytest.approx((2.2, 0.3))
+    assert timed["backward:l0"] == pytest.approx((2.5, 0.3))
+    assert timed["pull:l0"] == (0.0, 1.0)  # transfers are left as measured

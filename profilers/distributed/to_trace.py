@@ -35,7 +35,7 @@ from profilers.distributed.task import build_setup
 from simcore import __version__
 from simcore.errors import ConfigError
 from simcore.trace.build import ps_step_ops
-from simcore.trace.model import SCHEMA_VERSION, Op, StepProfile, Trace, TraceMetadata
+from simcore.trace.model import SCHEMA_VERSION, Op, Resource, StepProfile, Trace, TraceMetadata
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
 __all__ = ["run_to_trace"]
@@ -87,6 +87,7 @@ def _profile(
     for kind in ("pull", "push"):
         mine = [s for s in spans if s.kind == kind]
         timed.update(_busy_times(kind, mine, t0, server_of))
+    _charge_gaps(ops, timed)
     durations: list[float | None] = []
     op_starts: list[float | None] = []
     for op in ops:
@@ -96,6 +97,29 @@ def _profile(
         durations.append(None if duration is None else round(max(duration, 0.0), ROUND_DIGITS))
         op_starts.append(None if start is None else round(start, ROUND_DIGITS))
     return StepProfile(duration_s=tuple(durations), start_s=tuple(op_starts))
+
+
+def _charge_gaps(ops: Sequence[Op], timed: dict[str, tuple[float, float]]) -> None:
+    """Charge each computation op with the time the worker spent before it for no recorded
+    reason: from when it could have started (its predecessor on the worker done, its inputs and
+    pulls arrived) to when it did. Python between layers, hooks and thread hand-offs take real
+    time that no op records; left out, the simulator replays a step faster than it ran.
+    """
+    by_id = {op.id: op for op in ops}
+    compute = sorted(
+        (timed[op.id][0], op.id) for op in ops if op.resource is Resource.WORKER and op.id in timed
+    )
+    previous_end = -float("inf")
+    for start, op_id in compute:
+        ready = previous_end
+        for dep in by_id[op_id].deps:
+            if dep in timed:
+                ready = max(ready, timed[dep][0] + timed[dep][1])
+        duration = timed[op_id][1]
+        if ready > -float("inf") and start > ready:
+            duration += start - ready
+            timed[op_id] = (ready, duration)
+        previous_end = max(previous_end, timed[op_id][0] + duration)
 
 
 def _busy_times(
