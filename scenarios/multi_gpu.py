@@ -93,8 +93,7 @@ def coarse_examples_per_s(
     if arch.arch == "allreduce":
         ring = Cluster.homogeneous(host, topo.hosts, topo.nic_bandwidth_bps)
         return predict_sync(ring).allreduce.examples_per_s
-    server_bps = topo.server_bandwidth_bps or topo.nic_bandwidth_bps
-    cluster = Cluster.homogeneous(host, topo.hosts, server_bps)
+    cluster = Cluster.homogeneous(host, topo.hosts, topo.server_link_bps)
     variant = "overlap" if overlap == "layerwise" else "ps"
     prediction = predict_async(cluster) if arch.mode == "async" else predict_sync(cluster)
     return float(getattr(prediction, variant).examples_per_s)
@@ -104,7 +103,7 @@ def flow_rate_bps(arch: Architecture, topo: Topology, capped: bool) -> float:
     """What one flow gets when every host transfers at once (processor sharing)."""
     share = topo.nic_bandwidth_bps
     if arch.arch == "ps":
-        share = (topo.server_bandwidth_bps or topo.nic_bandwidth_bps) / topo.hosts
+        share = topo.server_link_bps / topo.hosts
     cap = topo.flow_cap_bps if capped and topo.flow_cap_bps is not None else float("inf")
     return min(share, cap)
 

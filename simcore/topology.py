@@ -122,6 +122,11 @@ class Topology:
         """H * G, the devices that train."""
         return self.hosts * self.devices_per_host
 
+    @property
+    def server_link_bps(self) -> float:
+        """The parameter servers' link: their host's NIC, by default the same as every host's."""
+        return self.server_bandwidth_bps or self.nic_bandwidth_bps
+
     def with_hosts(self, hosts: int) -> Topology:
         return dataclasses.replace(self, hosts=hosts)
 
@@ -132,13 +137,12 @@ class Topology:
         leader's traffic; in a ring every host's link is its NIC.
         """
         ring = base.arch == "allreduce"
-        server_bps = self.server_bandwidth_bps or self.nic_bandwidth_bps
         return dataclasses.replace(
             base,
             workers=self.hosts,
             devices_per_host=self.devices_per_host,
             intra_bandwidth_bps=self.intra_bandwidth_bps,
-            bandwidth_bps=self.nic_bandwidth_bps if ring else server_bps,
+            bandwidth_bps=self.nic_bandwidth_bps if ring else self.server_link_bps,
             worker_bandwidth_bps=None if ring else self.nic_bandwidth_bps,
             flow_cap_bps=self.flow_cap_bps,
             server_host=None if ring else self.server_host,

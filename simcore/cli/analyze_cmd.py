@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     b = (
         _bandwidth(args)
         if args.bandwidth or args.network or topology is None
-        else (topology.server_bandwidth_bps or topology.nic_bandwidth_bps)
+        else topology.server_link_bps
     )
     trace = load_trace(args.trace)
     worker = _host(args, worker_type_from_trace(trace), topology)

@@ -63,7 +63,7 @@ def topology_bandwidth_bps(args: argparse.Namespace, topology: Topology | None) 
         return None
     if args.arch == "allreduce":
         return topology.nic_bandwidth_bps
-    return topology.server_bandwidth_bps or topology.nic_bandwidth_bps
+    return topology.server_link_bps
 
 
 def apply_host_options(
