@@ -42,20 +42,11 @@ from profilers.distributed.validation import (
     report_text,
 )
 from simcore.cli.main import OneLineErrorParser
-from simcore.cli.validate_cmd import validate_with
+from simcore.cli.validate_cmd import add_run_options, validate_with
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, run_scenario
-from simcore.report.scenario import nonnegative_int, positive_int
 
 NAME = "validate"
-MODEL = "cnn"
-BATCH_SIZE = 32
-WORKERS_MAX = 4
-ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
-REPETITIONS = 3
-STEPS = 100  # per worker and run: fewer leave the 10-30% run-to-run spread of a busy VM
-WARMUP_STEPS = 10
-THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 
@@ -103,22 +94,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description=(__doc__ or NAME).strip().split("\n\n")[0],
         epilog="The script's docstring describes the question, the setup and the output.",
     )
-    parser.add_argument("--model", default=MODEL, help=f"built-in or pkg.mod:factory ({MODEL})")
-    parser.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE)
-    parser.add_argument("--workers-max", type=positive_int, default=WORKERS_MAX)
-    parser.add_argument(
-        "--arch",
-        action="append",
-        choices=ARCHITECTURES,
-        help="architecture to run (repeat for several; default all three)",
-    )
-    parser.add_argument("--repetitions", type=positive_int, default=REPETITIONS)
-    parser.add_argument("--steps", type=positive_int, default=STEPS, help="steps per worker")
-    parser.add_argument("--warmup", type=nonnegative_int, default=WARMUP_STEPS)
-    parser.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
-    parser.add_argument("--bandwidth", help="link for the predictions (default: measured)")
-    parser.add_argument("--threads", type=positive_int, default=THREADS)
-    parser.add_argument("--seed", type=int, default=0)
+    add_run_options(parser)
     parser.add_argument("--out", default=f"results/{NAME}", help="output folder")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")

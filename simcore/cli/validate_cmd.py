@@ -14,12 +14,72 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from simcore.files import refuse_existing
+from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.units import parse_bandwidth
 
 if TYPE_CHECKING:
     from profilers.distributed.validation import ValidationReport
 
 ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
+MODEL = "cnn"
+BATCH_SIZE = 32
+WORKERS_MAX = 4
+REPETITIONS = 3
+STEPS = 100  # per worker and run: fewer leave the 10-30% run-to-run spread of a busy VM
+WARMUP_STEPS = 10
+THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """What to train and how to compare: shared with ``scenarios/validate.py``."""
+    p.add_argument(
+        "--model", default=MODEL, help=f"built-in model or package.module:factory (default {MODEL})"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=BATCH_SIZE,
+        help=f"examples per worker and step (default {BATCH_SIZE})",
+    )
+    p.add_argument(
+        "--workers-max",
+        type=positive_int,
+        default=WORKERS_MAX,
+        help=f"largest W (default {WORKERS_MAX})",
+    )
+    p.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHITECTURES,
+        help="architecture to run; repeat for several (default: all three)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=positive_int,
+        default=REPETITIONS,
+        help=f"real runs per W (default {REPETITIONS})",
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=STEPS,
+        help=f"steps per worker and run (default {STEPS})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=nonnegative_int,
+        default=WARMUP_STEPS,
+        help=f"steps per worker left out (default {WARMUP_STEPS})",
+    )
+    p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
+    p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=THREADS,
+        help=f"torch threads per rank (default {THREADS})",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the model and data (default 0)")
 
 
 def register(subparsers: Any) -> None:
@@ -31,22 +91,7 @@ def register(subparsers: Any) -> None:
         "for each W and print measured vs predicted examples/s with the errors. On a machine "
         "busy with other jobs the measurements are noisy.",
     )
-    p.add_argument("--model", default="cnn", help="built-in model or package.module:factory")
-    p.add_argument("--batch-size", type=int, default=32, help="examples per worker and step")
-    p.add_argument("--workers-max", type=int, default=4, help="largest W (default 4)")
-    p.add_argument(
-        "--arch",
-        action="append",
-        choices=ARCHITECTURES,
-        help="architecture to run; repeat for several (default: all three)",
-    )
-    p.add_argument("--repetitions", type=int, default=3, help="real runs per W (default 3)")
-    p.add_argument("--steps", type=int, default=100, help="steps per worker and run (default 100)")
-    p.add_argument("--warmup", type=int, default=10, help="steps per worker left out (default 10)")
-    p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
-    p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model and data (default 0)")
+    add_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     p.add_argument("-o", "--out", help="also write the solo trace to this file (.json)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
