@@ -151,6 +151,18 @@ class SimulationConfig:
         return worker // self.colocated_workers
 
     @property
+    def hosts(self) -> int:
+        """Hosts the workers occupy (``colocated_workers`` per host, the last maybe fewer)."""
+        return self.host_of(self.workers - 1) + 1
+
+    @property
+    def worker_cores(self) -> float | None:
+        """Cores one worker's computation uses alone on a shared host CPU; None: not shared."""
+        if self.host_cpu_cores is None:
+            return None
+        return self.worker_cpu_cores if self.worker_cpu_cores is not None else self.host_cpu_cores
+
+    @property
     def nic_bps(self) -> float:
         """Each worker's NIC bandwidth in bit/s."""
         return (

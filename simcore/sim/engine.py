@@ -146,7 +146,6 @@ class Engine:
         caps = self._caps()
         bandwidth = cfg.bandwidth_bps
         if cfg.colocated_workers > 1:  # co-located workers share their host's NIC
-            hosts = cfg.host_of(cfg.workers - 1) + 1
             nic_of = [cfg.host_of(w) for w in range(cfg.workers)]
             maxmin = cfg.cap_mode == "maxmin"
             return RateLink(
@@ -156,7 +155,7 @@ class Engine:
                 policy,
                 caps,
                 maxmin,
-                [cfg.nic_bps] * hosts,
+                [cfg.nic_bps] * cfg.hosts,
                 nic_of,
             )
         uniform = all(c == caps[0] for c in caps)
@@ -181,17 +180,15 @@ class Engine:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``
         whose flows are computations, each limited to ``worker_cpu_cores``."""
         cfg = self.config
-        if cfg.host_cpu_cores is None:
+        cores, per_op = cfg.host_cpu_cores, cfg.worker_cores
+        if cores is None or per_op is None:
             return []
-        cores = cfg.host_cpu_cores
-        per_op = cfg.worker_cpu_cores if cfg.worker_cpu_cores is not None else cores
 
         def share_of_n(n: int) -> float:
             share = cores / n
             return share if share < per_op else per_op
 
-        hosts = cfg.host_of(cfg.workers - 1) + 1
-        return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(hosts)]
+        return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(cfg.hosts)]
 
     def _worker_rows(self, w: int) -> list[list[float]]:
         """The profiled steps' durations for worker w, with its speed factor applied."""
@@ -234,9 +231,9 @@ class Engine:
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))
             elif spec.resource == Resource.WORKER.value and self.host_cpus:
-                cfg = self.config
-                cores = cfg.worker_cpu_cores or cfg.host_cpu_cores or 1.0
-                cpu = self.host_cpus[cfg.host_of(w)]
+                cpu = self.host_cpus[self.config.host_of(w)]
+                cores = self.config.worker_cores
+                assert cores is not None  # host_cpus exist only then
                 slots.append(SharedComputeSlot(env, state, sid, cpu, cores))
             else:
                 slots.append(ComputeSlot(env, state, sid))
