@@ -17,6 +17,7 @@ from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_a
 from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
+from simcore.cli.host_options import devices_and_intra_link
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
@@ -24,7 +25,7 @@ from simcore.sim.config import MODES
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
-from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_bandwidth
+from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
 SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
@@ -81,17 +82,7 @@ def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:
 
 def _host(args: argparse.Namespace, device: WorkerType, topology: Topology | None) -> WorkerType:
     """The coarse worker: one device, or a host of ``--devices-per-host`` of them."""
-    devices = args.devices_per_host
-    if devices is None:
-        devices = topology.devices_per_host if topology is not None else 1
-    if args.intra_bandwidth is not None:
-        intra: float | None = parse_bandwidth(args.intra_bandwidth, name="--intra-bandwidth")
-    else:
-        intra = topology.intra_bandwidth_bps if topology is not None else None
-    if devices > 1 and intra is None:
-        raise ConfigError(f"--intra-bandwidth: needed with {devices} devices per host")
-    if devices < 1:
-        raise ConfigError(f"--devices-per-host: must be an integer >= 1, got {devices}")
+    devices, intra = devices_and_intra_link(args, topology)
     return host_worker_type(device, devices, intra)
 
 

@@ -66,14 +66,16 @@ def topology_bandwidth_bps(args: argparse.Namespace, topology: Topology | None) 
     return topology.server_link_bps
 
 
-def apply_host_options(
-    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
-) -> SimulationConfig:
-    """``config`` with the host options, falling back on ``topology``'s values."""
-    ring = config.arch == "allreduce"
+def devices_and_intra_link(
+    args: argparse.Namespace, topology: Topology | None
+) -> tuple[int, float | None]:
+    """Devices per host and the intra-host link (bit/s) from ``--devices-per-host`` and
+    ``--intra-bandwidth``, falling back on ``topology``'s; checked."""
     devices = args.devices_per_host
     if devices is None:
         devices = topology.devices_per_host if topology is not None else 1
+    if devices < 1:
+        raise ConfigError(f"--devices-per-host: must be an integer >= 1, got {devices}")
     intra = _bandwidth(args.intra_bandwidth, "--intra-bandwidth")
     if intra is None and topology is not None:
         intra = topology.intra_bandwidth_bps
@@ -82,6 +84,15 @@ def apply_host_options(
             f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
             "host's devices, e.g. 150GB/s for NVLink)"
         )
+    return devices, intra
+
+
+def apply_host_options(
+    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
+) -> SimulationConfig:
+    """``config`` with the host options, falling back on ``topology``'s values."""
+    ring = config.arch == "allreduce"
+    devices, intra = devices_and_intra_link(args, topology)
     changes: dict[str, Any] = {
         "devices_per_host": devices,
         "intra_bandwidth_bps": intra,
