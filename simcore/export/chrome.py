@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import ConfigError, TraceError
+from simcore.sim.dag import INTRA_BROADCAST, INTRA_REDUCE
 from simcore.sim.results import Timeline
 from simcore.trace.model import Resource, Trace
 
@@ -78,7 +79,7 @@ def display_kind(op: str, kind: str) -> str:
         return LATENCY
     if op.startswith("parse:"):
         return PARSE
-    if op.startswith(("intra-reduce:", "intra-broadcast:")):
+    if op.startswith((f"{INTRA_REDUCE}:", f"{INTRA_BROADCAST}:")):
         return INTRA
     return kind
 
