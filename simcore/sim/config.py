@@ -90,6 +90,16 @@ class SimulationConfig:
         torch's intra-op threads); an op alone runs at the profiled speed, and ``n`` concurrent
         ops on a host each run at ``min(host_cpu_cores / n, worker_cpu_cores)`` cores. None =
         ``host_cpu_cores`` (a worker alone used the whole host). See SEMANTICS.md.
+    shared_nic : whether co-located workers also share their host's NIC (``worker_bandwidth_bps``
+        for all of them together). False: each has a network link of its own (a VM or container
+        per worker with its own virtual NIC, or the emulated cluster of ``profilers.netns_cluster``)
+        and they share only the CPU.
+    flow_weight_cv : unequal shares on a processor-sharing link (``sharing="ps"``, parameter
+        server). Each transfer draws a weight when it starts, lognormal with mean 1 and this
+        coefficient of variation, and concurrent transfers get the link in proportion to their
+        weights (discriminatory processor sharing). 0 = plain PS (equal shares). TCP flows through
+        one bottleneck do not get equal shares; ``profilers.link_sharing`` measures how unequal
+        they are on a real link and estimates this value. See SEMANTICS.md.
     """
 
     workers: int = 1
@@ -124,6 +134,8 @@ class SimulationConfig:
     colocated_workers: int = 1
     host_cpu_cores: float | None = None
     worker_cpu_cores: float | None = None
+    shared_nic: bool = True
+    flow_weight_cv: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.placement, Mapping):
@@ -232,8 +244,20 @@ def _validate(config: SimulationConfig) -> None:
             f"scheduler: unknown stream scheduler {config.scheduler!r}; registered: "
             f"{', '.join(stream_scheduler_names())}"
         )
-    for name in ("parse_alpha_s_per_byte", "parse_beta_s", "latency_s", "jitter_cv"):
+    for name in (
+        "parse_alpha_s_per_byte",
+        "parse_beta_s",
+        "latency_s",
+        "jitter_cv",
+        "flow_weight_cv",
+    ):
         _positive(name, getattr(config, name), zero_ok=True)
+    if config.flow_weight_cv > 0 and (config.arch != "ps" or config.policy_name != "ps"):
+        raise ConfigError(
+            f"flow_weight_cv: weights apply to a parameter server's processor-sharing link "
+            f"(arch='ps', sharing='ps'), not arch={config.arch!r} with sharing "
+            f"{config.policy_name!r}"
+        )
     _validate_per_worker(config)
     if config.intra_bandwidth_bps is not None:
         _positive("intra_bandwidth_bps", config.intra_bandwidth_bps)
@@ -242,6 +266,8 @@ def _validate(config: SimulationConfig) -> None:
             f"intra_bandwidth_bps: needed with devices_per_host={config.devices_per_host} "
             "(the link between a host's devices, e.g. 300GB/s for NVLink)"
         )
+    if not isinstance(config.shared_nic, bool):
+        raise ConfigError(f"shared_nic: must be True or False, got {config.shared_nic!r}")
     _validate_host_cpu(config)
     _validate_server_host(config)
     if config.arch == "allreduce":

@@ -30,6 +30,7 @@ import simpy
 from simcore.errors import SgdsimError
 from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import CompiledDag
+from simcore.sim.flow_weights import lognormal_weights
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
 from simcore.sim.sharing import EqualSharePolicy, FirstComeFirstServed, SharingPolicy
@@ -99,6 +100,8 @@ class Engine:
         streams = seed.spawn(config.workers + 1)
         self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
         self.sched_rng = np.random.default_rng(streams[-1])
+        # spawned after the streams above, so that adding it changed none of them
+        self._link_rng = np.random.default_rng(seed.spawn(1)[0])
         self.recorder = Recorder() if config.timeline else None
         self.links = self._make_links()
         self.host_cpus = self._make_host_cpus()
@@ -145,9 +148,9 @@ class Engine:
         cfg, policy, env = self.config, self.policy, self.env
         caps = self._caps()
         bandwidth = cfg.bandwidth_bps
-        if cfg.colocated_workers > 1:  # co-located workers share their host's NIC
+        maxmin = cfg.cap_mode == "maxmin"
+        if cfg.colocated_workers > 1 and cfg.shared_nic:  # co-located: one NIC per host
             nic_of = [cfg.host_of(w) for w in range(cfg.workers)]
-            maxmin = cfg.cap_mode == "maxmin"
             return RateLink(
                 env,
                 name,
@@ -157,6 +160,20 @@ class Engine:
                 maxmin,
                 [cfg.nic_bps] * cfg.hosts,
                 nic_of,
+                self._flow_weight(),
+            )
+        if cfg.flow_weight_cv > 0:  # unequal shares: only the general link keeps weights
+            nic = [cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None
+            return RateLink(
+                env,
+                name,
+                [bandwidth] * cfg.servers,
+                policy,
+                caps,
+                maxmin,
+                nic,
+                None,
+                self._flow_weight(),
             )
         uniform = all(c == caps[0] for c in caps)
         if cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
@@ -175,6 +192,11 @@ class Engine:
         return RateLink(
             env, name, [bandwidth] * cfg.servers, policy, caps, cfg.cap_mode == "maxmin", nic
         )
+
+    def _flow_weight(self) -> Callable[[], float] | None:
+        """Each transfer's weight on a link (SimulationConfig.flow_weight_cv); None: equal."""
+        cv = self.config.flow_weight_cv
+        return lognormal_weights(cv, self._link_rng) if cv > 0 else None
 
     def _make_host_cpus(self) -> list[Link]:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``

@@ -7,7 +7,7 @@ earliest finish.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import simpy
 
@@ -19,14 +19,15 @@ DONE_RELATIVE = 1e-9
 
 
 class _Flow:
-    __slots__ = ("bits", "done", "owner", "rate", "remaining")
+    __slots__ = ("bits", "done", "owner", "rate", "remaining", "weight")
 
-    def __init__(self, owner: FlowOwner, bits: float) -> None:
+    def __init__(self, owner: FlowOwner, bits: float, weight: float) -> None:
         self.owner = owner
         self.bits = bits
         self.remaining = bits
         self.rate = 0.0
         self.done = False
+        self.weight = weight
 
 
 class RateLink(Link):
@@ -36,7 +37,10 @@ class RateLink(Link):
     flows (in activation order), then per-flow caps apply (``maxmin`` or clip), then each worker's
     flows on all channels are limited to its NIC (``nic_bps``; None = no NIC limit). With
     ``nic_of``, workers share NICs: worker ``w``'s flows count against ``nic_bps[nic_of[w]]``
-    (co-located workers behind their host's NIC).
+    (co-located workers behind their host's NIC). With ``flow_weight`` (a processor-sharing
+    policy only), every transfer draws a weight from it when it starts and a channel is divided
+    in proportion to the weights of its flows (discriminatory processor sharing,
+    :mod:`simcore.sim.flow_weights`) instead of by the policy.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class RateLink(Link):
         maxmin: bool,
         nic_bps: Sequence[float] | None,
         nic_of: Sequence[int] | None = None,
+        flow_weight: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(env, name, max(capacities_bps))
         self._caps_c = list(capacities_bps)
@@ -57,6 +62,7 @@ class RateLink(Link):
         self._maxmin = maxmin
         self._nic = nic_bps
         self._nic_of = nic_of  # worker -> index into nic_bps; None: every worker has its own
+        self._weight = flow_weight
         self._flows: list[_Flow] = []
         nch = len(capacities_bps)
         self._n_c = [0] * nch
@@ -74,12 +80,14 @@ class RateLink(Link):
                 if flow.owner is owner and flow.done:
                     flow.bits = flow.remaining = bits
                     flow.done = False
+                    flow.weight = self._weight() if self._weight is not None else 1.0
                     return
+        weight = self._weight() if self._weight is not None else 1.0
         if self._in_cb:
-            self._flows.append(_Flow(owner, bits))
+            self._flows.append(_Flow(owner, bits, weight))
             return
         self._advance(self.env.now)
-        self._flows.append(_Flow(owner, bits))
+        self._flows.append(_Flow(owner, bits, weight))
         self._replan()
 
     def _advance(self, now: float) -> None:
@@ -101,7 +109,11 @@ class RateLink(Link):
                 continue
             workers = [flows[i].owner.worker for i in idx]
             caps = [self._caps[w] for w in workers]
-            share = capped_rates(self._policy, workers, capacity, caps, self._maxmin)
+            if self._weight is None:
+                share = capped_rates(self._policy, workers, capacity, caps, self._maxmin)
+            else:
+                weights = [flows[i].weight for i in idx]
+                share = weighted_rates(weights, capacity, caps, self._maxmin)
             for i, r in zip(idx, share, strict=True):
                 rates[i] = r
         if self._nic is not None:
@@ -167,3 +179,26 @@ class RateLink(Link):
             )
             for c in range(len(self._caps_c))
         ]
+
+
+def weighted_rates(
+    weights: Sequence[float], capacity_bps: float, caps_bps: Sequence[float], maxmin: bool
+) -> list[float]:
+    """Discriminatory processor sharing: rates in proportion to ``weights``, then per-flow caps
+    (clipped, or with ``maxmin`` the spare capacity handed to the uncapped flows by weight)."""
+    rates = [0.0] * len(weights)
+    free = list(range(len(weights)))
+    left = capacity_bps
+    while free and left > 0.0:
+        total = sum(weights[i] for i in free)
+        share = {i: left * weights[i] / total for i in free}
+        over = [i for i in free if share[i] > caps_bps[i]]
+        if not over or not maxmin:
+            for i in free:
+                rates[i] = min(share[i], caps_bps[i])
+            break
+        for i in over:
+            rates[i] = caps_bps[i]
+            left -= caps_bps[i]
+        free = [i for i in free if i not in over]
+    return rates
