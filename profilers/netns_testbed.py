@@ -1,17 +1,17 @@
-"""Measure a shaped link on one machine: two network namespaces joined by a veth pair.
+"""Measure a shaped link on one machine: two nodes of an emulated cluster, one link shaped.
 
-The testbed creates two network namespaces, a veth pair with one end in each, and a ``tc tbf``
-qdisc with the same rate on both ends (so both directions of the ping-pong are shaped); then it
-runs rank 0 of :mod:`profilers.netprofile` in one namespace and rank 1 in the other with
-``ip netns exec``. It tears down only what it created, always: first the two rank processes, then
-its two namespaces (deleting a namespace deletes the veth end and qdisc inside it).
+The testbed is a two-node :func:`~profilers.netns_cluster.emulated_cluster` with node 0's link
+shaped by ``tc tbf`` in both directions (so both legs of the ping-pong are shaped once), and a
+bucket of 100 us at the rate so that even small messages are shaped. It runs rank 0 of
+:mod:`profilers.netprofile` in node 0's namespace and rank 1 in node 1's with ``ip netns exec``,
+and tears down only what it created, always: first the two rank processes, then the namespaces.
 
 It needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``, ``tc``)::
 
     sudo python -m profilers.netns_testbed --rate 1Gbit/s -o veth-1gbit.json
 
 If the process is killed with SIGKILL the namespaces stay behind; they are named
-``sgdsim-<random>-a`` / ``-b`` (see ``ip netns list``) and ``ip netns del NAME`` removes them.
+``sgdsim-<random>-...`` (see ``ip netns list``) and ``ip netns del NAME`` removes them.
 """
 
 from __future__ import annotations
@@ -20,157 +20,24 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-from simcore.errors import ConfigError, ProfilingError, SgdsimError
+from profilers.netns import check_permitted
+from profilers.netns_cluster import emulated_cluster
+from simcore.errors import ProfilingError, SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
 from simcore.network_io import load_network_profile, save_network_profile
-from simcore.units import format_bandwidth, parse_bandwidth, parse_duration, parse_size
+from simcore.units import parse_bandwidth, parse_duration, parse_size
 
-__all__ = ["Testbed", "check_permitted", "measure_shaped", "shaped_veth"]
+__all__ = ["check_permitted", "measure_shaped"]
 
-_ADDRS = ("10.213.0.1", "10.213.0.2")  # private to the two namespaces; they cannot clash
 _PORT = 29555  # free in a namespace that was just created
-_CMD_TIMEOUT_S = 30.0  # one ip/tc command
-_TBF_LATENCY = "50ms"  # longest a packet may wait in the tbf queue (sets its byte limit)
-
-
-@dataclass(frozen=True)
-class Testbed:
-    """The namespaces, interfaces and addresses of a running testbed (index 0: rank 0's side)."""
-
-    namespaces: tuple[str, str]
-    ifnames: tuple[str, str]
-    addrs: tuple[str, str]
-    rate_bps: float
-    burst_nbytes: int
-
-    def describe(self) -> str:
-        """One line for the profile's ``endpoints`` field."""
-        return (
-            f"veth pair between network namespaces on one host ({self.addrs[0]} <-> "
-            f"{self.addrs[1]}), both ends shaped by tc tbf rate {format_bandwidth(self.rate_bps)} "
-            f"burst {self.burst_nbytes} B latency {_TBF_LATENCY}"
-        )
-
-
-def check_permitted() -> None:
-    """Raise ConfigError unless this is Linux, run as root, with ``ip`` and ``tc`` installed."""
-    if not sys.platform.startswith("linux"):
-        raise ConfigError(f"netns testbed: needs Linux network namespaces, not {sys.platform}")
-    if os.geteuid() != 0:
-        raise ConfigError(
-            "netns testbed: needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) to create network "
-            "namespaces; run it with sudo"
-        )
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            raise ConfigError(f"netns testbed: `{tool}` not found; install iproute2")
-
-
-def _run(*cmd: str) -> None:
-    """Run one ip/tc command; ConfigError when not permitted, ProfilingError on other failures."""
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ProfilingError(f"`{' '.join(cmd)}` could not run: {err}") from err
-    if done.returncode == 0:
-        return
-    message = done.stderr.strip() or f"exit code {done.returncode}"
-    if "not permitted" in message or "Permission denied" in message:
-        raise ConfigError(
-            f"`{' '.join(cmd)}`: {message}; the testbed needs CAP_SYS_ADMIN and CAP_NET_ADMIN "
-            "(a container may need --privileged or --cap-add)"
-        )
-    raise ProfilingError(f"`{' '.join(cmd)}` failed: {message}")
-
-
-def _burst_nbytes(rate_bps: float) -> int:
-    """tbf bucket size: 100 us at the rate, at least two 1500-byte frames.
-
-    A small bucket shapes even small messages, as a real link of that rate would (a large one lets
-    them through at memory speed); tbf splits larger GSO packets to fit it.
-    """
-    return max(round(rate_bps / 8 * 100e-6), 3000)
-
-
-@contextlib.contextmanager
-def shaped_veth(rate_bps: float = 1e9) -> Iterator[Testbed]:
-    """Create the two namespaces, the veth pair and the tbf shaping; remove them on exit.
-
-    Parameters
-    ----------
-    rate_bps : float
-        Shaped rate of each direction, bits per second.
-
-    Yields
-    ------
-    Testbed
-        Names and addresses to run the ranks with.
-
-    Raises
-    ------
-    ConfigError
-        Not permitted here (see :func:`check_permitted`).
-    ProfilingError
-        An ``ip``/``tc`` command failed, or a namespace could not be removed afterwards.
-    """
-    check_permitted()
-    tag = secrets.token_hex(3)  # unique per testbed, so two runs never touch each other's
-    bed = Testbed(
-        namespaces=(f"sgdsim-{tag}-a", f"sgdsim-{tag}-b"),
-        ifnames=(f"sgdsim{tag}a", f"sgdsim{tag}b"),  # <= 15 characters, the kernel's limit
-        addrs=_ADDRS,
-        rate_bps=rate_bps,
-        burst_nbytes=_burst_nbytes(rate_bps),
-    )
-    created: list[str] = []
-    try:
-        for ns in bed.namespaces:
-            _run("ip", "netns", "add", ns)
-            created.append(ns)
-        _build_link(bed)
-        yield bed
-    finally:
-        leftovers = _delete_namespaces(created)
-        if leftovers:
-            warnings.warn(f"could not delete network namespaces {leftovers}", stacklevel=2)
-    if leftovers:
-        raise ProfilingError(
-            f"could not delete network namespaces {leftovers}; remove them with `ip netns del`"
-        )
-
-
-def _build_link(bed: Testbed) -> None:
-    (ns_a, ns_b), (if_a, if_b) = bed.namespaces, bed.ifnames
-    # The names are ours and contain no spaces, so commands can be written as one string.
-    _run(*f"ip link add {if_a} netns {ns_a} type veth peer name {if_b} netns {ns_b}".split())
-    tbf = f"rate {round(bed.rate_bps)}bit burst {bed.burst_nbytes} latency {_TBF_LATENCY}"
-    for ns, ifname, addr in zip(bed.namespaces, bed.ifnames, bed.addrs, strict=True):
-        _run(*f"ip -n {ns} addr add {addr}/30 dev {ifname}".split())
-        _run(*f"ip -n {ns} link set {ifname} up".split())
-        _run(*f"ip -n {ns} link set lo up".split())
-        _run(*f"ip netns exec {ns} tc qdisc add dev {ifname} root tbf {tbf}".split())
-
-
-def _delete_namespaces(names: Sequence[str]) -> list[str]:
-    """Delete ``names`` (best effort, all of them); return those that could not be deleted."""
-    leftovers = []
-    for ns in reversed(names):
-        try:
-            _run("ip", "netns", "del", ns)
-        except SgdsimError:
-            leftovers.append(ns)
-    return leftovers
+_BURST_S = 100e-6  # a small bucket: the ping-pong's small messages are shaped too
 
 
 def measure_shaped(
@@ -209,7 +76,8 @@ def measure_shaped(
         A command or a rank failed or timed out.
     """
     n_sizes = max(max_nbytes // max(min_nbytes, 1), 1).bit_length()
-    with shaped_veth(rate_bps) as bed, tempfile.TemporaryDirectory() as tmp:
+    cluster = emulated_cluster(2, {0: rate_bps}, burst_s=_BURST_S)
+    with cluster as bed, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"
         options = (
             f"--min-size={min_nbytes} --max-size={max_nbytes} --repeats={repeats} "
@@ -218,7 +86,7 @@ def measure_shaped(
         ).split()
         commands = [
             ["ip", "netns", "exec", bed.namespaces[rank], sys.executable, "-m"]
-            + ["profilers.netprofile", f"--rank={rank}", f"--ifname={bed.ifnames[rank]}"]
+            + ["profilers.netprofile", f"--rank={rank}", f"--ifname={bed.ifname}"]
             + options
             + ([f"--out={out}"] if rank == 0 else [])
             for rank in (0, 1)

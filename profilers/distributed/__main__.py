@@ -10,6 +10,10 @@ One rank per machine, as torchrun starts it (``RANK``, ``WORLD_SIZE``, ``MASTER_
     torchrun --nnodes 3 --nproc-per-node 1 --node-rank R --master-addr HOST --master-port 29500 \\
         -m profilers.distributed --from-env --model mlp --workers 2 -o "run-rank-{rank}.json"
 
+On an emulated cluster of network namespaces with the server's link shaped (root)::
+
+    python -m profilers.distributed --model cnn --arch ps-sync --workers 3 --testbed 100Mbit/s
+
 With ``--from-env`` each rank writes only its own records (its clock's timestamps; clocks of
 different hosts are not comparable); :func:`profilers.distributed.combine` joins rank outputs in
 Python. ``--trace-out`` (one worker, PS) also writes the run as an sgdsim trace.
@@ -26,9 +30,11 @@ from profilers.distributed.export import save_run_chrome
 from profilers.distributed.launch import combine, run_rank_from_env
 from profilers.distributed.records import save_run_json
 from profilers.distributed.spawn import run_distributed
+from profilers.distributed.testbed import Testbed
 from profilers.distributed.to_trace import run_to_trace
-from simcore.errors import SgdsimError
+from simcore.errors import ConfigError, SgdsimError
 from simcore.trace.io import save_trace
+from simcore.units import parse_bandwidth
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -49,6 +55,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--from-env", action="store_true", help="run the rank torchrun describes")
+    parser.add_argument(
+        "--testbed",
+        metavar="RATE",
+        help="run each rank in a network namespace of its own, the servers' links (allreduce: "
+        "every worker's) shaped to RATE, e.g. 100Mbit/s; servers pinned to core 0 (needs root)",
+    )
+    parser.add_argument(
+        "--worker-rate", metavar="RATE", help="with --testbed: also shape each worker's link"
+    )
     parser.add_argument("-o", "--out", help="write the run's timestamps (JSON) here")
     parser.add_argument("--trace-out", help="with one PS worker: write an sgdsim trace here")
     parser.add_argument("--chrome-out", help="write the measured timeline (Perfetto) here")
@@ -75,11 +90,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads=args.threads,
             device=args.device,
         )
+        if args.worker_rate and not args.testbed:
+            raise ConfigError("--worker-rate: needs --testbed (the emulated cluster)")
         if args.from_env:
             output = run_rank_from_env(config)
             result = combine(config, [output])
             # one file per rank: "{rank}" in the paths becomes this rank's number
             args.out = args.out and args.out.replace("{rank}", str(output.rank))
+        elif args.testbed:
+            rate = parse_bandwidth(args.testbed, name="--testbed")
+            worker_rate = args.worker_rate and parse_bandwidth(
+                args.worker_rate, name="--worker-rate"
+            )
+            result = Testbed(rate, worker_rate_bps=worker_rate or None).run(config)
+            print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
         else:
             result = run_distributed(config)
             print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")

@@ -16,17 +16,20 @@ import os
 import queue
 import signal
 import socket
+import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from profilers.distributed.config import DistributedRunError, RunConfig
 from profilers.distributed.launch import RankOutput, combine, run_rank
 from profilers.distributed.records import RunResult
-from simcore.errors import SgdsimError
+from profilers.netns import enter_namespace
+from profilers.netns_cluster import EmulatedCluster
+from simcore.errors import ConfigError, SgdsimError
 
 __all__ = ["ProgressEvent", "run_distributed"]
 
@@ -57,7 +60,11 @@ class ProgressEvent:
 
 
 def run_distributed(
-    config: RunConfig, progress: Callable[[ProgressEvent], None] | None = None
+    config: RunConfig,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    *,
+    cluster: EmulatedCluster | None = None,
+    cpus: Sequence[Collection[int]] | None = None,
 ) -> RunResult:
     """Spawn all ranks of ``config`` on this machine, run them, and return what they measured.
 
@@ -65,20 +72,68 @@ def run_distributed(
     ----------
     config : the run; ``master_port`` 0 picks a free port on ``master_addr``.
     progress : called in this process with a :class:`ProgressEvent` after each rank's step.
+    cluster : an emulated cluster (:func:`profilers.netns_cluster.emulated_cluster`) with a node
+        per rank: rank r then runs in node r's network namespace and talks over its (possibly
+        shaped) link; ``master_addr`` is not used (the ranks meet in a file store).
+    cpus : the CPU cores each rank may run on (``sched_setaffinity``), one set per rank; None =
+        any. Pinning the servers to cores of their own makes them separate machines as far as
+        the workers' computation is concerned.
 
     Raises
     ------
     DistributedRunError : a rank raised, died, or nothing progressed for ``timeout_s`` + 10 s.
         Every spawned rank is stopped before this returns or raises.
     """
-    port = config.master_port or _free_port(config.master_addr)
-    host = f"[{config.master_addr}]" if ":" in config.master_addr else config.master_addr
-    init_method = f"tcp://{host}:{port}"
+    if cluster is not None and cluster.nodes < config.world_size:
+        raise ConfigError(
+            f"cluster: {cluster.nodes} nodes for {config.world_size} ranks; need one each"
+        )
+    rank_cpus = None if cpus is None else [frozenset(c) for c in cpus]
+    if rank_cpus is not None:
+        available = os.sched_getaffinity(0)
+        if len(rank_cpus) != config.world_size or any(
+            not c or not c <= available for c in rank_cpus
+        ):
+            raise ConfigError(
+                f"cpus: need one non-empty set of cores per rank ({config.world_size}) among "
+                f"{sorted(available)}, got {[sorted(c) for c in rank_cpus]}"
+            )
+    with contextlib.ExitStack() as stack:
+        if cluster is None:
+            port = config.master_port or _free_port(config.master_addr)
+            host = f"[{config.master_addr}]" if ":" in config.master_addr else config.master_addr
+            init_method = f"tcp://{host}:{port}"
+        else:
+            # Ranks in different namespaces share this machine's files: they meet in a file
+            # store instead of a TCP one, whose server would look up every peer's host name
+            # (there is none) and warn about it once per rank. gloo still connects over eth0.
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="sgdsim-rdzv-"))
+            init_method = f"file://{folder}/store"
+        return _run_ranks(config, init_method, progress, cluster, rank_cpus)
+
+
+def _run_ranks(
+    config: RunConfig,
+    init_method: str,
+    progress: Callable[[ProgressEvent], None] | None,
+    cluster: EmulatedCluster | None,
+    rank_cpus: list[frozenset[int]] | None,
+) -> RunResult:
     ctx = _context()
     messages = ctx.Queue()
     procs = [
         ctx.Process(
-            target=_child_main, args=(config, r, init_method, messages, os.getpid()), daemon=True
+            target=_child_main,
+            args=(
+                config,
+                r,
+                init_method,
+                messages,
+                os.getpid(),
+                cluster,
+                rank_cpus and rank_cpus[r],
+            ),
+            daemon=True,
         )
         for r in range(config.world_size)
     ]
@@ -117,13 +172,30 @@ def _free_port(addr: str) -> int:
 
 
 def _child_main(
-    config: RunConfig, rank: int, init_method: str, messages: Any, caller_pid: int
+    config: RunConfig,
+    rank: int,
+    init_method: str,
+    messages: Any,
+    caller_pid: int,
+    cluster: EmulatedCluster | None,
+    cpus: frozenset[int] | None,
 ) -> None:
     """Entry point of a spawned rank: reports progress, its output or its error on ``messages``."""
-    _exit_with(caller_pid)
     role, index = config.role(rank)
-    if config.master_addr in ("127.0.0.1", "localhost", "::1"):
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # before torch starts threads: they inherit it
+    if cluster is not None:
+        # First, while this process has one thread: every thread and socket made later
+        # (gloo's included) inherits the namespace. The queue to the parent is a pipe.
+        try:
+            enter_namespace(cluster.namespaces[rank])
+        except SgdsimError as err:
+            messages.put(("error", rank, f"{role} {index} (rank {rank})", str(err)))
+            raise SystemExit(1) from err
+        os.environ["GLOO_SOCKET_IFNAME"] = cluster.ifname
+    elif config.master_addr in ("127.0.0.1", "localhost", "::1"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo otherwise picks the host's NIC
+    _exit_with(caller_pid)
     pid = os.getpid()
 
     last_report = [-_PROGRESS_INTERVAL_S]

@@ -1,0 +1,85 @@
+"""Where a real run happens on one machine: its links (loopback or an emulated cluster) and cores.
+
+:class:`Testbed` runs a :class:`~profilers.distributed.config.RunConfig` either with every rank on
+loopback or in the emulated cluster of :mod:`profilers.netns_cluster` (root), one network
+namespace per rank, with the parameter servers' links (ring AllReduce: every worker's) shaped to
+``link_rate_bps`` and optionally each parameter-server worker's link to ``worker_rate_bps``.
+With two or more cores it pins the servers to the first core and the workers to the others, so
+that a server's CPU work does not slow the workers' computation, as on a cluster where the server
+has a machine of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from profilers.distributed.config import Architecture, RunConfig
+from profilers.distributed.records import RunResult
+from profilers.distributed.spawn import ProgressEvent, run_distributed
+from profilers.netns_cluster import emulated_cluster
+from simcore.errors import ConfigError
+
+__all__ = ["Testbed", "available_cores"]
+
+
+def available_cores() -> tuple[int, ...]:
+    """The CPU cores this process may run on (all of them where affinity is unknown)."""
+    if hasattr(os, "sched_getaffinity"):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """Where the real runs happen: the links (loopback, or an emulated cluster with shaped links)
+    and the cores of each rank.
+
+    With two or more cores the parameter servers get the first core and the workers share the
+    others, so that a server is a machine of its own as far as the workers' computation goes
+    (as in the simulator, which charges no server CPU to the workers); ring AllReduce workers
+    share all cores.
+    """
+
+    link_rate_bps: float | None = None
+    cores: tuple[int, ...] = field(default_factory=lambda: available_cores())
+    worker_rate_bps: float | None = None  # also shape each PS worker's link (its NIC) to this
+
+    def rank_cpus(self, config: RunConfig) -> list[set[int]] | None:
+        """The cores of each rank, servers first; None: no pinning."""
+        if len(self.cores) < 2 or not config.architecture.uses_servers:
+            return None
+        return [{self.cores[0]}] * config.servers + [set(self.cores[1:])] * config.workers
+
+    def worker_cores(self, arch: Architecture) -> float:
+        """Cores the workers of ``arch`` share (the simulator's ``host_cpu_cores``)."""
+        separate = arch.uses_servers and len(self.cores) >= 2
+        return float(len(self.cores) - 1 if separate else len(self.cores))
+
+    def run(
+        self, config: RunConfig, progress: Callable[[ProgressEvent], None] | None = None
+    ) -> RunResult:
+        """Run ``config`` here (see :func:`~profilers.distributed.spawn.run_distributed`)."""
+        cpus = self.rank_cpus(config)
+        shaped = self.shaped_bps(config)
+        if shaped is None:
+            return run_distributed(config, progress, cpus=cpus)
+        with emulated_cluster(config.world_size, shaped) as cluster:
+            return run_distributed(config, progress, cluster=cluster, cpus=cpus)
+
+    def shaped_bps(self, config: RunConfig) -> dict[int, float] | None:
+        """The shaped rate of each rank's link; None: loopback (no emulated cluster)."""
+        rate = self.link_rate_bps
+        if rate is None:
+            if self.worker_rate_bps is not None:
+                raise ConfigError("worker_rate_bps: needs link_rate_bps (the emulated cluster)")
+            return None
+        if not config.servers:  # ring AllReduce: a worker's link is the ring's link
+            return dict.fromkeys(range(config.world_size), rate)
+        shaped = dict.fromkeys(range(config.servers), rate)
+        if self.worker_rate_bps is not None:
+            shaped.update(
+                dict.fromkeys(range(config.servers, config.world_size), self.worker_rate_bps)
+            )
+        return shaped

@@ -1,0 +1,115 @@
+"""Linux network namespaces and tc shaping: the primitives the emulated testbeds are built from.
+
+Everything here needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``,
+``tc``). :func:`check_permitted` says clearly when one of them is missing; a command refused by
+the kernel raises :class:`~simcore.errors.ConfigError` naming the capability, any other failure
+:class:`~simcore.errors.ProfilingError` with the command and its message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from simcore.errors import ConfigError, ProfilingError, SgdsimError
+
+__all__ = [
+    "TBF_LATENCY",
+    "check_permitted",
+    "delete_namespaces",
+    "enter_namespace",
+    "run_ip",
+    "tbf_burst_nbytes",
+    "tbf_options",
+]
+
+_CMD_TIMEOUT_S = 30.0  # one ip/tc command
+_CLONE_NEWNET = 0x40000000  # <sched.h>: setns() into a network namespace
+TBF_LATENCY = "50ms"  # longest a packet may wait in a tbf queue (sets its byte limit)
+
+
+def check_permitted(what: str = "netns testbed") -> None:
+    """Raise ConfigError unless this is Linux, run as root, with ``ip`` and ``tc`` installed."""
+    if not sys.platform.startswith("linux"):
+        raise ConfigError(f"{what}: needs Linux network namespaces, not {sys.platform}")
+    if os.geteuid() != 0:
+        raise ConfigError(
+            f"{what}: needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) to create network "
+            "namespaces; run it with sudo"
+        )
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise ConfigError(f"{what}: `{tool}` not found; install iproute2")
+
+
+def run_ip(*cmd: str) -> None:
+    """Run one ip/tc command; ConfigError when not permitted, ProfilingError on other failures."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ProfilingError(f"`{' '.join(cmd)}` could not run: {err}") from err
+    if done.returncode == 0:
+        return
+    message = done.stderr.strip() or f"exit code {done.returncode}"
+    if "not permitted" in message or "Permission denied" in message:
+        raise ConfigError(
+            f"`{' '.join(cmd)}`: {message}; the testbed needs CAP_SYS_ADMIN and CAP_NET_ADMIN "
+            "(a container may need --privileged or --cap-add)"
+        )
+    raise ProfilingError(f"`{' '.join(cmd)}` failed: {message}")
+
+
+def tbf_burst_nbytes(rate_bps: float, burst_s: float = 100e-6) -> int:
+    """tbf bucket size: ``burst_s`` at the rate, at least two 1500-byte frames.
+
+    A small bucket shapes even small messages, as a real link of that rate would (a large one lets
+    them through at memory speed); tbf splits larger GSO packets to fit it. Each refill is a timer
+    interrupt and a softirq on some core, so a bucket of a few packets costs the CPU thousands of
+    wake-ups a second at 100 Mbit/s.
+    """
+    return max(round(rate_bps / 8 * burst_s), 3000)
+
+
+def tbf_options(rate_bps: float, burst_s: float = 100e-6) -> list[str]:
+    """The arguments after ``tc qdisc add dev X root tbf`` for a link of ``rate_bps``."""
+    burst = tbf_burst_nbytes(rate_bps, burst_s)
+    return f"rate {round(rate_bps)}bit burst {burst} latency {TBF_LATENCY}".split()
+
+
+def delete_namespaces(names: Sequence[str]) -> list[str]:
+    """Delete ``names`` (best effort, all of them, last first); return those that remain.
+
+    Deleting a namespace deletes the interfaces and qdiscs inside it (and a veth's peer).
+    """
+    leftovers = []
+    for ns in reversed(names):
+        try:
+            run_ip("ip", "netns", "del", ns)
+        except SgdsimError:
+            leftovers.append(ns)
+    return leftovers
+
+
+def enter_namespace(name: str) -> None:
+    """Move the calling thread into network namespace ``name`` (made by ``ip netns add``).
+
+    Only this thread moves (a thread's network namespace is its own); threads it starts afterwards
+    and the sockets it opens belong to the new namespace. Call it first thing in a fresh process
+    or thread. Python 3.12 has ``os.setns``; this uses libc so that 3.11 works too.
+    """
+    path = f"/run/netns/{name}"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as err:
+        raise ConfigError(f"network namespace {name!r}: cannot open {path}: {err}") from err
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            raise ConfigError(f"network namespace {name!r}: setns failed: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
