@@ -7,15 +7,20 @@ Question
     slow each other's computation?
 
 Setup
-    - the runner (``profilers.distributed``): torch.distributed with gloo on loopback, one
-      parameter server process (PS Async-SGD, PS Sync-SGD) or none (ring AllReduce), W worker
-      processes, a learnable synthetic task; per-layer pulls and pushes overlapped with
-      computation (``--overlap layerwise``) or strict phases;
+    - the runner (``profilers.distributed``): torch.distributed with gloo, one parameter server
+      process (PS Async-SGD, PS Sync-SGD) or none (ring AllReduce), W worker processes, a
+      learnable synthetic task; per-layer pulls and pushes overlapped with computation
+      (``--overlap layerwise``) or strict phases. With two or more cores the server is pinned
+      to the first core and the workers share the others;
+    - the network: loopback, or with ``--testbed RATE`` (root) the emulated cluster, one network
+      namespace per rank on a bridge, the server's link (ring: every worker's) shaped by
+      ``tc`` to RATE. The link is measured first: one flow's goodput (the bandwidth to predict
+      with, unless ``--bandwidth`` is given) and how concurrent flows share it (FCFS index);
     - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
-      and transfers; the link's bandwidth for the predictions is measured from it unless
-      ``--bandwidth`` is given;
-    - predictions: ``simcore.sim.simulate`` as if each worker had its own host, and with all
-      workers sharing this host's CPU cores (``colocated_workers``/``host_cpu_cores``); the
+      and transfers (on loopback the bandwidth is fitted to its transfers);
+    - predictions: ``simcore.sim.simulate`` with the workers sharing their cores but not their
+      links, and the measured unequal sharing of the server's link (``flow_weight_cv``); the
+      same as if every worker had a host of its own and the link shared equally ("ideal"); the
       coarse model (``simcore.analytic``);
     - every W is run ``--repetitions`` times; throughput counts each worker's steps after
       ``--warmup``.
@@ -23,7 +28,8 @@ Setup
 Output
     A table per architecture (measured examples/s and spread, each prediction and its error, the
     compute slowdown against the solo profile), the mean and maximum absolute errors, and in
-    ``--out`` (default ``results/validate/``): ``validate.csv`` and ``validate.png``.
+    ``--out`` (default ``results/validate/``): ``validate.csv``, ``validate.png`` and the solo
+    profile as ``validate-solo-trace.json`` (to predict other settings from it later).
 
 On a machine shared with other jobs the measured numbers say little about accuracy: run it on an
 idle machine (and with ``--repetitions 3`` or more) before drawing conclusions.
@@ -45,10 +51,13 @@ from simcore.cli.main import OneLineErrorParser
 from simcore.cli.validate_cmd import add_run_options, validate_with
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, run_scenario
+from simcore.trace.io import save_trace
+from simcore.units import format_bandwidth
 
 NAME = "validate"
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
+TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict again later without new runs
 
 
 def plot(report: ValidationReport, out: ScenarioOutput) -> None:
@@ -79,9 +88,10 @@ def plot(report: ValidationReport, out: ScenarioOutput) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("examples/s (all workers)")
     axes[0].legend(fontsize=8, loc="lower right")
+    where = "loopback" if report.link_rate_bps is None else "emulated cluster"
     fig.suptitle(
-        f"Measured vs predicted: {report.model_name}, batch {report.batch_size}, "
-        f"link {report.bandwidth_bps / 1e9:.2f} Gbit/s, {report.host_cpu_cores:g} cores",
+        f"Measured vs predicted: {report.model_name}, batch {report.batch_size}, {where}, "
+        f"link {format_bandwidth(report.bandwidth_bps)}",
         fontsize=11,
     )
     fig.tight_layout()
@@ -105,10 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
+        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE, TRACE_FILE], force=args.force)
         report = validate_with(args)
         print(report_text(report))
         out.write_csv(CSV_FILE, report_tables(report))
+        save_trace(report.trace, out.path(TRACE_FILE), overwrite=out.force)
         plot(report, out)
         print("\n" + out.summary())
 

@@ -85,3 +85,26 @@ def test_colocation_slowdown_reports_a_ratio_per_worker_count() -> None:
     report = reports[2]
     assert report.workers == 2 and report.ratio > 0
     assert set(report.per_layer) >= {"fc1", "fc2", "fc3"}
+
+
+@pytest.mark.slow
+def test_scenario_on_the_emulated_cluster_measures_the_link_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from profilers.netns import check_permitted
+    from simcore.errors import ConfigError
+
+    try:
+        check_permitted()
+    except ConfigError as err:
+        pytest.skip(f"emulated cluster not possible here: {err}")
+    scenario = load("validate")
+    argv = [*SMALL, "--workers-max", "2", "--repetitions", "1", "--arch", "ps-async"]
+    assert scenario.main([*argv, "--testbed", "200Mbit/s", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "emulated cluster, links shaped to 200 Mbit/s" in text
+    assert "FCFS index" in text and "one flow alone gets" in text
+    with open(tmp_path / "validate.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["workers"]) for r in rows] == [1, 2]
+    assert all(float(r["simulated"]) > 0 and float(r["simulated_ideal"]) > 0 for r in rows)

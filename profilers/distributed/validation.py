@@ -2,26 +2,36 @@
 
 For one model and batch size (TPDS'22 section 4: profile a single worker, predict, measure):
 
-1. **Profile.** A one-worker PS Async-SGD run of the runner gives a trace with measured compute
-   and measured transfers (:func:`~profilers.distributed.to_trace.run_to_trace`). Without a given
-   bandwidth, the link's effective bandwidth is taken from it: bytes moved over the time the
-   connection was busy, both directions.
+0. **The testbed** (``link_rate_bps``, needs root): every rank in a network namespace of its own
+   (:mod:`profilers.netns_cluster`), the parameter server's link (ring AllReduce: every worker's)
+   shaped with ``tc`` to the given rate, so that two cores can reproduce network-bound training.
+   First the link is measured (:mod:`profilers.link_sharing`): the goodput of one flow (the
+   bandwidth to predict with) and how unevenly concurrent flows share it: the spread of the share
+   ratios of two flows, started together or one half-way through the other, is the simulator's
+   ``flow_weight_cv``. Without it every rank talks over loopback.
+   With two or more cores the servers are pinned to the first core and the workers to the
+   others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
+   cluster where it has a machine of its own.
+1. **Profile.** A one-worker PS Async-SGD run gives a trace with measured compute and measured
+   transfers (:func:`~profilers.distributed.to_trace.run_to_trace`). On loopback the bandwidth
+   is fitted to its transfers (bytes over the time each connection was busy).
 2. **Predict** W = 1..Wmax for each architecture with the simulator (:func:`simcore.sim.simulate`)
-   twice, as if every worker had a host of its own and with all workers sharing this host's CPU
-   (``colocated_workers = W``, ``host_cpu_cores`` = the cores here, ``worker_cpu_cores`` = the
-   ranks' torch threads: processor sharing of the cores, SEMANTICS.md), and with the coarse model.
+   twice and with the coarse model. *simulator*: the workers share their cores
+   (``colocated_workers = W``, ``host_cpu_cores``, ``worker_cpu_cores`` = torch threads per
+   rank: processor sharing of the cores, SEMANTICS.md) but each has its own link
+   (``shared_nic=False``), and concurrent transfers get the measured unequal shares.
+   *ideal*: every worker on a host of its own, equal shares.
 3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
    compute per step of the W-worker run over the solo run's.
 
-The parameter servers run on the same host too; their updates and gloo's copying also take CPU,
-which neither prediction charges to the workers' cores. On a busy machine the measured numbers
-are noisy: accuracy must be judged on an idle one.
+gloo's and the kernel's work for the transfers runs on the workers' cores too and is in the
+profile only as far as it slowed the solo run's computation. On a busy machine the measured
+numbers are noisy: accuracy must be judged on an idle one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,13 +39,16 @@ from dataclasses import dataclass
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.records import RunResult, SlowdownReport
 from profilers.distributed.spawn import run_distributed
+from profilers.distributed.testbed import Testbed, available_cores
 from profilers.distributed.to_trace import run_to_trace
+from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure_link_sharing
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, simulate
 from simcore.trace.model import OpKind, Trace
+from simcore.units import format_bandwidth
 
 __all__ = [
     "ValidationPoint",
@@ -70,7 +83,7 @@ class ValidationPoint:
     workers: int
     measured: tuple[float, ...]
     simulated: float
-    simulated_shared_cpu: float
+    simulated_ideal: float
     coarse: float
     slowdown: float
 
@@ -101,9 +114,13 @@ class ValidationReport:
     points: tuple[ValidationPoint, ...]
     solo_examples_per_s: float  # the profiling run itself, measured
     solo_simulated: float  # the simulator replaying that run's own trace (W=1)
+    link_rate_bps: float | None = None  # the testbed's shaped rate; None: loopback
+    link_sharing: LinkSharingReport | None = None  # measured on the testbed's link
+    flow_weight_cv: float = 0.0  # calibrated from link_sharing
+    cores: int = 0  # of the machine (ring AllReduce workers share them all); 0: not known
 
     def abs_errors(self, predictor: str) -> list[float]:
-        """|error| of ``predictor`` (``simulated``, ``simulated_shared_cpu``, ``coarse``)."""
+        """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
         return [abs(p.error(getattr(p, predictor))) for p in self.points]
 
 
@@ -153,6 +170,7 @@ def validate(
     warmup: int = 10,
     overlap: str = "layerwise",
     bandwidth_bps: float | None = None,
+    link_rate_bps: float | None = None,
     threads: int = 1,
     seed: int = 0,
     progress: Progress | None = None,
@@ -168,13 +186,18 @@ def validate(
     repetitions : real runs per point.
     steps, warmup : steps per worker in every real run, and those left out.
     overlap : ``layerwise`` or ``strict``, for the runs and the predictions alike.
-    bandwidth_bps : link bandwidth for the predictions, bit/s; None: measured by the solo run.
+    bandwidth_bps : link bandwidth for the predictions, bit/s; None: measured (the testbed's
+        one-flow goodput, or on loopback the solo run's transfers).
+    link_rate_bps : run on the emulated cluster (:mod:`profilers.netns_cluster`, needs root)
+        with the parameter server's link, or every worker's link for ring AllReduce, shaped to
+        this rate; None: every rank on loopback, unshaped.
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
     progress : called with a line of text as each run finishes.
 
     Raises
     ------
-    ConfigError : a bad argument. DistributedRunError : a run failed.
+    ConfigError : a bad argument, or the testbed is not permitted here.
+    DistributedRunError : a run failed.
     """
     if workers_max < 1 or repetitions < 1:
         raise ConfigError(
@@ -190,37 +213,47 @@ def validate(
         threads=threads,
         seed=seed,
     )
-    solo = run_distributed(base)
+    testbed = Testbed(link_rate_bps, available_cores())
+    sharing = None
+    if link_rate_bps is not None:
+        sharing = measure_link_sharing(link_rate_bps)
+        say(link_sharing_text(sharing))
+    solo = testbed.run(base)
     trace = run_to_trace(solo)
-    bandwidth = bandwidth_bps or effective_bandwidth_bps(trace)
-    say(f"solo profile: {solo.examples_per_s:.1f} examples/s, link {bandwidth / 1e9:.2f} Gbit/s")
-    cores = float(
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if bandwidth_bps is None:
+        bandwidth_bps = sharing.goodput_bps() if sharing else effective_bandwidth_bps(trace)
+    weight_cv = sharing.weight_cv() if sharing else 0.0
+    model_of = Predictor(trace, bandwidth_bps, base, testbed, weight_cv)
+    say(
+        f"solo profile: {solo.examples_per_s:.1f} examples/s; predicting with a link of "
+        f"{bandwidth_bps / 1e9:.3f} Gbit/s, flow weight cv {weight_cv:.3f}"
     )
     points = []
     for name in architectures:
         arch = Architecture(name)
         for workers in range(1, workers_max + 1):
             config = _run_config(base, arch, workers)
-            runs = [run_distributed(config) for _ in range(repetitions)]
-            point = _point(arch, workers, runs, solo, trace, bandwidth, cores, base)
+            runs = [testbed.run(config) for _ in range(repetitions)]
+            point = model_of.point(arch, workers, runs, solo)
             say(f"{name} W={workers}: measured {point.measured_mean:.1f} examples/s")
             points.append(point)
     # The profile against its own run: what the trace misses (gaps between ops) shows here,
     # apart from any effect of W.
-    solo_sim = simulate(
-        trace, _sim_config(Architecture.PS_ASYNC, 1, bandwidth, base)
-    ).examples_per_s
+    solo_sim = model_of.simulated(Architecture.PS_ASYNC, 1)
     return ValidationReport(
         trace.metadata.model_name,
         batch_size,
-        bandwidth,
-        cores,
+        bandwidth_bps,
+        testbed.worker_cores(Architecture.PS_ASYNC),
         threads,
         trace,
         tuple(points),
         solo.examples_per_s,
-        solo_sim.value,
+        solo_sim,
+        link_rate_bps,
+        sharing,
+        weight_cv,
+        len(testbed.cores),
     )
 
 
@@ -229,59 +262,68 @@ def _run_config(base: RunConfig, arch: Architecture, workers: int) -> RunConfig:
     return dataclasses.replace(base, architecture=arch, workers=workers, servers=servers)
 
 
-def _sim_config(
-    arch: Architecture, workers: int, bandwidth: float, base: RunConfig
-) -> SimulationConfig:
-    """The simulator's view of a run: same architecture, overlap and W, every worker alone."""
-    sim_arch, mode = _SIM_SHAPE[arch]
-    return SimulationConfig(
-        workers=workers,
-        bandwidth_bps=bandwidth,
-        arch=sim_arch,
-        mode=mode,
-        overlap="layerwise" if base.overlap is Overlap.LAYERWISE else "none",
-        steps=SIM_STEPS,
-        warmup_steps=SIM_WARMUP_STEPS,
-    )
+@dataclass(frozen=True)
+class Predictor:
+    """The predictions of one validation: the solo trace, the link, and how ranks are placed."""
 
+    trace: Trace
+    bandwidth_bps: float
+    base: RunConfig
+    testbed: Testbed
+    flow_weight_cv: float
 
-def _point(
-    arch: Architecture,
-    workers: int,
-    runs: Sequence[RunResult],
-    solo: RunResult,
-    trace: Trace,
-    bandwidth: float,
-    cores: float,
-    base: RunConfig,
-) -> ValidationPoint:
-    sim_arch, mode = _SIM_SHAPE[arch]
-    common = _sim_config(arch, workers, bandwidth, base)
-    shared = dataclasses.replace(
-        common,
-        colocated_workers=workers,
-        host_cpu_cores=cores,
-        worker_cpu_cores=float(base.threads or cores),
-    )
-    sharing = "allreduce" if sim_arch == "allreduce" else "ps"
-    candidate = Candidate(sim_arch, mode, sharing, workers)
-    coarse = analytic_examples_per_s(candidate, worker_type_from_trace(trace), bandwidth)
-    return ValidationPoint(
-        architecture=arch.value,
-        workers=workers,
-        measured=tuple(r.examples_per_s for r in runs),
-        simulated=simulate(trace, common).examples_per_s.value,
-        simulated_shared_cpu=simulate(trace, shared).examples_per_s.value,
-        coarse=coarse,
-        slowdown=statistics.fmean(r.slowdown_vs(solo).ratio for r in runs),
-    )
+    def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
+        """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
+        of equal shares; otherwise the workers share the testbed's cores (their NICs are their
+        own) and concurrent transfers get the measured unequal shares."""
+        sim_arch, mode = _SIM_SHAPE[arch]
+        config = SimulationConfig(
+            workers=workers,
+            bandwidth_bps=self.bandwidth_bps,
+            arch=sim_arch,
+            mode=mode,
+            overlap="layerwise" if self.base.overlap is Overlap.LAYERWISE else "none",
+            steps=SIM_STEPS,
+            warmup_steps=SIM_WARMUP_STEPS,
+        )
+        if ideal:
+            return config
+        cores = self.testbed.worker_cores(arch)
+        return dataclasses.replace(
+            config,
+            colocated_workers=workers,
+            host_cpu_cores=cores,
+            worker_cpu_cores=min(float(self.base.threads or cores), cores),
+            shared_nic=False,
+            flow_weight_cv=self.flow_weight_cv if sim_arch == "ps" else 0.0,
+        )
+
+    def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
+        return simulate(self.trace, self.config(arch, workers, ideal=ideal)).examples_per_s.value
+
+    def point(
+        self, arch: Architecture, workers: int, runs: Sequence[RunResult], solo: RunResult
+    ) -> ValidationPoint:
+        sim_arch, mode = _SIM_SHAPE[arch]
+        sharing = "allreduce" if sim_arch == "allreduce" else "ps"
+        candidate = Candidate(sim_arch, mode, sharing, workers)
+        worker_type = worker_type_from_trace(self.trace)
+        return ValidationPoint(
+            architecture=arch.value,
+            workers=workers,
+            measured=tuple(r.examples_per_s for r in runs),
+            simulated=self.simulated(arch, workers),
+            simulated_ideal=self.simulated(arch, workers, ideal=True),
+            coarse=analytic_examples_per_s(candidate, worker_type, self.bandwidth_bps),
+            slowdown=statistics.fmean(r.slowdown_vs(solo).ratio for r in runs),
+        )
 
 
 # --- presenting a report -------------------------------------------------------------------------
 
 PREDICTORS = (
     ("simulated", "simulator"),
-    ("simulated_shared_cpu", "simulator, shared host CPU"),
+    ("simulated_ideal", "simulator, ideal hosts and link"),
     ("coarse", "coarse model"),
 )
 COLUMNS = (
@@ -290,8 +332,8 @@ COLUMNS = (
     Column("spread_percent", "spread%", "{:.0f}"),
     Column("simulated", "sim", "{:.1f}"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
-    Column("simulated_shared_cpu", "sim+cpu", "{:.1f}"),
-    Column("simulated_shared_cpu_error_percent", "err%", "{:+.1f}"),
+    Column("simulated_ideal", "ideal", "{:.1f}"),
+    Column("simulated_ideal_error_percent", "err%", "{:+.1f}"),
     Column("coarse", "coarse", "{:.1f}"),
     Column("coarse_error_percent", "err%", "{:+.1f}"),
     Column("slowdown", "compute x", "{:.2f}"),
@@ -310,7 +352,7 @@ def report_tables(report: ValidationReport) -> list[Table]:
             measured=p.measured_mean,
             spread_percent=100 * p.spread,
             simulated=p.simulated,
-            simulated_shared_cpu=p.simulated_shared_cpu,
+            simulated_ideal=p.simulated_ideal,
             coarse=p.coarse,
             slowdown=p.slowdown,
             **errors,
@@ -318,13 +360,30 @@ def report_tables(report: ValidationReport) -> list[Table]:
     return list(tables.values())
 
 
+def _cores_text(report: ValidationReport) -> str:
+    if report.cores > report.host_cpu_cores:
+        return (
+            f"parameter-server workers share {report.host_cpu_cores:g} of {report.cores} cores "
+            f"(the server has the other), ring workers all {report.cores}"
+        )
+    return f"workers share {report.host_cpu_cores:g} core(s)"
+
+
 def report_text(report: ValidationReport) -> str:
     """The setup line, the tables and the mean and maximum absolute error of each predictor."""
+    where = (
+        "loopback"
+        if report.link_rate_bps is None
+        else f"emulated cluster, links shaped to {format_bandwidth(report.link_rate_bps)}"
+    )
     lines = [
-        f"{report.model_name}, batch {report.batch_size}/worker; link "
-        f"{report.bandwidth_bps / 1e9:.2f} Gbit/s; host {report.host_cpu_cores:g} cores, "
-        f"{report.threads} torch thread(s) per rank; examples/s over all workers"
+        f"{report.model_name}, batch {report.batch_size}/worker; {where}; predicted with a link "
+        f"of {format_bandwidth(report.bandwidth_bps)}, flow weight cv "
+        f"{report.flow_weight_cv:.3f}; {_cores_text(report)}, {report.threads} torch "
+        "thread(s) per rank; examples/s over all workers"
     ]
+    if report.link_sharing is not None:
+        lines += [link_sharing_text(report.link_sharing), ""]
     solo_error = (report.solo_simulated - report.solo_examples_per_s) / report.solo_examples_per_s
     lines.append(
         f"solo profile run: {report.solo_examples_per_s:.1f} examples/s measured, "

@@ -74,6 +74,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
     p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
     p.add_argument(
+        "--testbed",
+        metavar="RATE",
+        help="run every rank in a network namespace of its own with the server's link (ring: "
+        "every worker's) shaped to RATE, e.g. 100Mbit/s; needs root (default: loopback)",
+    )
+    p.add_argument(
         "--threads",
         type=positive_int,
         default=THREADS,
@@ -104,6 +110,7 @@ def validate_with(args: argparse.Namespace) -> ValidationReport:
     from profilers.distributed.validation import validate
 
     bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
+    rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     return validate(
         args.model,
         batch_size=args.batch_size,
@@ -114,6 +121,7 @@ def validate_with(args: argparse.Namespace) -> ValidationReport:
         warmup=args.warmup,
         overlap=args.overlap,
         bandwidth_bps=bandwidth,
+        link_rate_bps=rate,
         threads=args.threads,
         seed=args.seed,
         progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
@@ -147,13 +155,15 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "threads": report.threads,
         "solo_examples_per_s": report.solo_examples_per_s,
         "solo_simulated_examples_per_s": report.solo_simulated,
+        "testbed_link_rate_bps": report.link_rate_bps,
+        "flow_weight_cv": report.flow_weight_cv,
         "points": [
             {
                 "architecture": p.architecture,
                 "workers": p.workers,
                 "measured_examples_per_s": list(p.measured),
                 "simulated_examples_per_s": p.simulated,
-                "simulated_shared_cpu_examples_per_s": p.simulated_shared_cpu,
+                "simulated_ideal_examples_per_s": p.simulated_ideal,
                 "coarse_examples_per_s": p.coarse,
                 "compute_slowdown": p.slowdown,
             }

@@ -149,21 +149,17 @@ class Engine:
         caps = self._caps()
         bandwidth = cfg.bandwidth_bps
         maxmin = cfg.cap_mode == "maxmin"
-        if cfg.colocated_workers > 1 and cfg.shared_nic:  # co-located: one NIC per host
-            nic_of = [cfg.host_of(w) for w in range(cfg.workers)]
-            return RateLink(
-                env,
-                name,
-                [bandwidth] * cfg.servers,
-                policy,
-                caps,
-                maxmin,
-                [cfg.nic_bps] * cfg.hosts,
-                nic_of,
-                self._flow_weight(),
-            )
-        if cfg.flow_weight_cv > 0:  # unequal shares: only the general link keeps weights
-            nic = [cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None
+        shared_nic = cfg.colocated_workers > 1 and cfg.shared_nic
+        if shared_nic or cfg.flow_weight_cv > 0:  # only the general link has NIC groups, weights
+            nic: list[float] | None
+            nic_of: list[int] | None
+            if shared_nic:  # co-located workers: one NIC per host
+                nic, nic_of = (
+                    [cfg.nic_bps] * cfg.hosts,
+                    [cfg.host_of(w) for w in range(cfg.workers)],
+                )
+            else:
+                nic, nic_of = ([cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None), None
             return RateLink(
                 env,
                 name,
@@ -172,7 +168,7 @@ class Engine:
                 caps,
                 maxmin,
                 nic,
-                None,
+                nic_of,
                 self._flow_weight(),
             )
         uniform = all(c == caps[0] for c in caps)

@@ -186,19 +186,17 @@ def weighted_rates(
 ) -> list[float]:
     """Discriminatory processor sharing: rates in proportion to ``weights``, then per-flow caps
     (clipped, or with ``maxmin`` the spare capacity handed to the uncapped flows by weight)."""
-    rates = [0.0] * len(weights)
-    free = list(range(len(weights)))
-    left = capacity_bps
-    while free and left > 0.0:
-        total = sum(weights[i] for i in free)
-        share = {i: left * weights[i] / total for i in free}
-        over = [i for i in free if share[i] > caps_bps[i]]
-        if not over or not maxmin:
-            for i in free:
-                rates[i] = min(share[i], caps_bps[i])
-            break
-        for i in over:
-            rates[i] = caps_bps[i]
-            left -= caps_bps[i]
-        free = [i for i in free if i not in over]
-    return rates
+    return capped_rates(_ByWeight(weights), range(len(weights)), capacity_bps, caps_bps, maxmin)
+
+
+class _ByWeight(SharingPolicy):
+    """Shares in proportion to fixed weights; its "workers" are indices into them."""
+
+    name = "by-weight"
+
+    def __init__(self, weights: Sequence[float]) -> None:
+        self.weights = weights
+
+    def rates(self, workers: Sequence[int], capacity_bps: float) -> Sequence[float]:
+        total = sum(self.weights[i] for i in workers)
+        return [capacity_bps * self.weights[i] / total for i in workers]
