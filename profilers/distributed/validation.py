@@ -62,6 +62,10 @@ __all__ = [
 
 SIM_STEPS = 300
 SIM_WARMUP_STEPS = 30
+# Asynchronous workers settle in lock-step or alternating depending on small differences (the
+# seed, or a bandwidth 0.05% off, moves one W = 2 prediction by 6%): a prediction is the mean of
+# independent replications, not one run's draw.
+SIM_REPLICATIONS = 8
 _SIM_SHAPE = {  # architecture -> (simulator arch, mode)
     Architecture.PS_ASYNC: ("ps", "async"),
     Architecture.PS_SYNC: ("ps", "sync"),
@@ -285,6 +289,7 @@ class Predictor:
             overlap="layerwise" if self.base.overlap is Overlap.LAYERWISE else "none",
             steps=SIM_STEPS,
             warmup_steps=SIM_WARMUP_STEPS,
+            replications=SIM_REPLICATIONS,
         )
         if ideal:
             return config
@@ -329,6 +334,8 @@ PREDICTORS = (
 COLUMNS = (
     Column("workers", "W", "{:d}"),
     Column("measured", "measured", "{:.1f}"),
+    Column("measured_min", "min", "{:.1f}"),
+    Column("measured_max", "max", "{:.1f}"),
     Column("spread_percent", "spread%", "{:.0f}"),
     Column("simulated", "sim", "{:.1f}"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
@@ -350,6 +357,8 @@ def report_tables(report: ValidationReport) -> list[Table]:
         table.add(
             workers=p.workers,
             measured=p.measured_mean,
+            measured_min=min(p.measured),
+            measured_max=max(p.measured),
             spread_percent=100 * p.spread,
             simulated=p.simulated,
             simulated_ideal=p.simulated_ideal,
