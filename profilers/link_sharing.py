@@ -101,7 +101,7 @@ class SharingTrial:
     @property
     def goodput_bps(self) -> float:
         """Payload bits of all flows over the time until the last one finished."""
-        return 8.0 * self.nbytes * self.flows / self.completion_s[-1]
+        return 8.0 * self.nbytes * self.flows / max(self.completion_s)
 
     @property
     def fcfs_index(self) -> float:
@@ -213,17 +213,21 @@ def measure_link_sharing(
     with emulated_cluster(1 + max(*flows, 2), {0: rate_bps}) as cluster:
         for direction in DIRECTIONS:
             for k in flows:
-                peers = list(range(1, k + 1))
-                pairs = [(p, 0) if direction == "into" else (0, p) for p in peers]
+                pairs = _pairs(direction, k)
                 for _ in range(repeats):
                     times = _concurrent_flows(cluster, pairs, nbytes, timeout_s)
                     trials.append(SharingTrial(direction, nbytes, tuple(sorted(times))))
-            pairs = [(1, 0), (2, 0)] if direction == "into" else [(0, 1), (0, 2)]
+            pairs = _pairs(direction, 2)
             delay = seconds_per_flow / 2  # the first flow would be half done alone
             for _ in range(repeats):
                 times = _concurrent_flows(cluster, pairs, nbytes, timeout_s, (0.0, delay))
                 trials.append(SharingTrial(direction, nbytes, tuple(times), delay))
     return LinkSharingReport(rate_bps, tuple(trials))
+
+
+def _pairs(direction: str, k: int) -> list[tuple[int, int]]:
+    """(sender, receiver) nodes of k flows into node 0 from nodes 1..k, or out of it to them."""
+    return [(p, 0) if direction == "into" else (0, p) for p in range(1, k + 1)]
 
 
 def _concurrent_flows(

@@ -46,16 +46,19 @@ class Testbed:
     cores: tuple[int, ...] = field(default_factory=lambda: available_cores())
     worker_rate_bps: float | None = None  # also shape each PS worker's link (its NIC) to this
 
+    def server_core(self, arch: Architecture) -> bool:
+        """Whether the servers of ``arch`` get the first core to themselves."""
+        return arch.uses_servers and len(self.cores) >= 2
+
     def rank_cpus(self, config: RunConfig) -> list[set[int]] | None:
         """The cores of each rank, servers first; None: no pinning."""
-        if len(self.cores) < 2 or not config.architecture.uses_servers:
+        if not self.server_core(config.architecture):
             return None
         return [{self.cores[0]}] * config.servers + [set(self.cores[1:])] * config.workers
 
     def worker_cores(self, arch: Architecture) -> float:
         """Cores the workers of ``arch`` share (the simulator's ``host_cpu_cores``)."""
-        separate = arch.uses_servers and len(self.cores) >= 2
-        return float(len(self.cores) - 1 if separate else len(self.cores))
+        return float(len(self.cores) - 1 if self.server_core(arch) else len(self.cores))
 
     def run(
         self, config: RunConfig, progress: Callable[[ProgressEvent], None] | None = None
