@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -277,8 +278,15 @@ def signal_a_rank(sig: signal.Signals) -> Callable[[int, int], None]:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["dies", "hangs"])
 def test_rank_that_dies_or_hangs_ends_measurement(sig: signal.Signals) -> None:
     sizes = [1024, 1 << 20, 4 << 20]
-    with pytest.raises(ProfilingError, match="network measurement failed"):
+    # A hung peer is reported either by the live rank (gloo's timeout) or, when that rank is itself
+    # stuck in a send that gloo's timeout does not cover, by the parent's watchdog: both are clear.
+    expected = (
+        "network measurement failed" if sig == signal.SIGKILL else "measurement failed|a rank hangs"
+    )
+    started = time.monotonic()
+    with pytest.raises(ProfilingError, match=expected):
         measure_network(sizes, repeats=50, timeout_s=3, progress=signal_a_rank(sig))
+    assert time.monotonic() - started < 60
     assert not multiprocessing.active_children()
 
 
