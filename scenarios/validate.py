@@ -28,8 +28,9 @@ Setup
 Output
     A table per architecture (measured examples/s and spread, each prediction and its error, the
     compute slowdown against the solo profile), the mean and maximum absolute errors, and in
-    ``--out`` (default ``results/validate/``): ``validate.csv``, ``validate.png`` and the solo
-    profile as ``validate-solo-trace.json`` (to predict other settings from it later).
+    ``--out`` (default ``results/validate/``): ``validate.csv``, ``validate.png``, the solo
+    profile as ``validate-solo-trace.json`` and its computation measured without transfers as
+    ``validate-alone-trace.json`` (to predict other settings from them later).
 
 On a machine shared with other jobs the measured numbers say little about accuracy: run it on an
 idle machine (and with ``--repetitions 3`` or more) before drawing conclusions.
@@ -58,6 +59,7 @@ NAME = "validate"
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict again later without new runs
+ALONE_TRACE_FILE = f"{NAME}-alone-trace.json"  # the computation without transfers, likewise
 
 
 def plot(report: ValidationReport, out: ScenarioOutput) -> None:
@@ -115,11 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE, TRACE_FILE], force=args.force)
+        files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE]
+        out = ScenarioOutput(args.out, files, force=args.force)
         report = validate_with(args)
         print(report_text(report))
         out.write_csv(CSV_FILE, report_tables(report))
         save_trace(report.trace, out.path(TRACE_FILE), overwrite=out.force)
+        if report.alone_trace is not None:
+            save_trace(report.alone_trace, out.path(ALONE_TRACE_FILE), overwrite=out.force)
         plot(report, out)
         print("\n" + out.summary())
 

@@ -34,10 +34,12 @@ from profilers.distributed import (
     synthetic_batch,
 )
 from profilers.distributed.__main__ import main as command_main
+from profilers.distributed.to_trace import with_compute_of
+from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace
 from simcore.trace.build import ps_step_ops
 from simcore.trace.io import load_trace, save_trace
-from simcore.trace.model import OpKind
+from simcore.trace.model import OpKind, Resource
 
 TINY = "test_distributed_runner:TinyNet"
 
@@ -122,6 +124,36 @@ def test_one_async_worker_trains_like_one_process_and_gives_a_trace(
     assert load_trace(tmp_path / "w1.json").n_steps == trace.n_steps
     save_run_json(result, tmp_path / "run.json")
     assert (tmp_path / "run.json").stat().st_size > 0
+
+
+def test_a_run_without_transfers_gives_the_trace_its_computation_alone() -> None:
+    ps_run = run_distributed(_config(architecture="ps-async", workers=1))
+    ring_run = run_distributed(_config(architecture="allreduce", servers=0, workers=1))
+    trace = run_to_trace(ps_run)
+    alone = with_compute_of(trace, ring_run)
+    assert [op.id for op in alone.ops] == [op.id for op in trace.ops]
+    assert alone.n_steps == trace.n_steps
+    measured = sorted({s.step for s in ring_run.spans if s.step >= ring_run.config.warmup})
+    for n, (before, after) in enumerate(zip(trace.steps, alone.steps, strict=True)):
+        step = measured[n % len(measured)]
+        spans = {
+            f"{s.kind}:{s.layer}": s.duration_s
+            for s in ring_run.spans
+            if s.step == step and s.kind in ("forward", "backward", "update")
+        }
+        for op, old, new in zip(trace.ops, before.duration_s, after.duration_s, strict=True):
+            if op.resource is Resource.WORKER:
+                # the run's own time for the op, plus any idle gap before it (as run_to_trace)
+                assert new is not None and new >= round(spans.get(op.id, 0.0), 9) - 1e-9, op.id
+            elif op.kind is OpKind.UPDATE:  # the ring worker's own SGD step on the layer
+                assert new == pytest.approx(spans[op.id], abs=1e-9), op.id
+            else:
+                assert new == old, op.id  # the transfers as measured
+    with pytest.raises(ConfigError, match="without transfers"):
+        with_compute_of(trace, ps_run)
+    other = run_distributed(_config(architecture="allreduce", servers=0, workers=1, batch_size=8))
+    with pytest.raises(ConfigError, match="batch 8"):
+        with_compute_of(trace, other)
 
 
 @pytest.mark.parametrize(

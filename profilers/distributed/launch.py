@@ -97,8 +97,10 @@ def run_rank(
     DistributedRunError : a peer failed, died or hung (after gloo's timeout).
     ConfigError : the model or device is unusable.
     """
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    # torch's default counts the machine's cores, not the ones this rank may run on: two
+    # threads on one pinned core spin against each other (a testbed worker computed at half
+    # speed that way).
+    torch.set_num_threads(config.threads or len(os.sched_getaffinity(0)))
     role, index = config.role(rank)
     device = _device(config, role, index)
     setup = build_setup(config, device)

@@ -20,6 +20,7 @@ The format stores measured transfer times as the communication ops' ``duration_s
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import socket
 from collections import defaultdict
@@ -38,7 +39,7 @@ from simcore.trace.build import ps_step_ops
 from simcore.trace.model import SCHEMA_VERSION, Op, Resource, StepProfile, Trace, TraceMetadata
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
-__all__ = ["run_to_trace"]
+__all__ = ["run_to_trace", "with_compute_of"]
 
 ROUND_DIGITS = 9  # nanoseconds, as the per-layer profiler
 
@@ -75,6 +76,64 @@ def run_to_trace(result: RunResult) -> Trace:
     trace = Trace(metadata, tuple(layers), ops, steps, SCHEMA_VERSION)
     source = f"<distributed run {result.model_name}>"
     return trace_from_dict(trace_to_dict(trace), source=source)  # validated like a file
+
+
+def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
+    """``trace`` with its computation as measured in ``compute_run``, a run of the same model and
+    batch without transfers (one ring-AllReduce worker: it sends nothing).
+
+    In the one-worker parameter-server run the transfers' CPU work (gloo's thread, the kernel's
+    network stack) ran on the worker's core beside its computation and slowed it, and on the
+    server's core beside its updates; this trace keeps the computation alone, for a simulator
+    that puts that work back itself (``SimulationConfig.comm_cpu_s_per_byte``): the forward and
+    backward ops, and as each layer's update the ring worker's own SGD step on it. Step n takes
+    the compute run's step n mod its steps; the compute run's idle gaps are charged as in
+    :func:`run_to_trace`. The transfers stay as measured.
+
+    Raises
+    ------
+    ConfigError : the compute run had transfers, another model or batch size, or no steps.
+    """
+    config = compute_run.config
+    if config.workers != 1 or config.architecture.uses_servers:
+        raise ConfigError(
+            f"with_compute_of: needs a run without transfers (one ring-AllReduce worker), got "
+            f"{config.workers} worker(s) with {config.architecture.value}"
+        )
+    meta = trace.metadata
+    if compute_run.model_name != meta.model_name or config.batch_size != meta.batch_size:
+        raise ConfigError(
+            f"with_compute_of: the compute run is {compute_run.model_name} with batch "
+            f"{config.batch_size}, the trace {meta.model_name} with batch {meta.batch_size}"
+        )
+    starts = {s.step: s.start_s for s in compute_run.steps}
+    by_step: dict[int, dict[str, tuple[float, float]]] = defaultdict(dict)
+    for span in compute_run.spans:
+        if span.step >= config.warmup and span.step in starts and span.kind in COMPUTE_KINDS:
+            timed = by_step[span.step]
+            timed[f"{span.kind}:{span.layer}"] = (span.start_s - starts[span.step], span.duration_s)
+    if not by_step:
+        raise ConfigError("with_compute_of: the compute run has no steps after its warm-up")
+    rows = [by_step[n] for n in sorted(by_step)]
+    for timed in rows:
+        _charge_gaps(trace.ops, timed)
+    computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTE_KINDS]
+    steps = []
+    for n, step in enumerate(trace.steps):
+        timed = rows[n % len(rows)]
+        durations = list(step.duration_s)
+        for i in computation:
+            measured = timed.get(trace.ops[i].id)
+            durations[i] = 0.0 if measured is None else round(max(measured[1], 0.0), ROUND_DIGITS)
+        steps.append(StepProfile(duration_s=tuple(durations), start_s=step.start_s))
+    notes = f"{meta.notes}; computation from a run without transfers".lstrip("; ")
+    out = dataclasses.replace(
+        trace, metadata=dataclasses.replace(meta, notes=notes), steps=tuple(steps)
+    )
+    return trace_from_dict(trace_to_dict(out), source=f"{trace.source} (computation alone)")
+
+
+COMPUTE_KINDS = ("forward", "backward", "update")
 
 
 def _profile(

@@ -9,6 +9,7 @@ torch is imported only when the command runs, so the rest of the CLI starts fast
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "solo_simulated_examples_per_s": report.solo_simulated,
         "testbed_link_rate_bps": report.link_rate_bps,
         "flow_weight_cv": report.flow_weight_cv,
+        "comm_cpu": None if report.comm_cpu is None else dataclasses.asdict(report.comm_cpu),
         "points": [
             {
                 "architecture": p.architecture,

@@ -100,6 +100,14 @@ class SimulationConfig:
         weights (discriminatory processor sharing). 0 = plain PS (equal shares). TCP flows through
         one bottleneck do not get equal shares; ``profilers.link_sharing`` measures how unequal
         they are on a real link and estimates this value. See SEMANTICS.md.
+    comm_cpu_s_per_byte : CPU time (core-seconds) a worker's host spends per byte the worker
+        sends or receives: the communication library's and the kernel's work for a transfer
+        (copies, wake-ups, the network stack). A transfer at rate r wants
+        ``r / 8 * comm_cpu_s_per_byte`` cores of its host while it runs, and the host's cores
+        are shared max-min fairly between these wants and the computations. Needs
+        ``host_cpu_cores``. A ring AllReduce receives as much as it sends. 0 = transfers cost
+        no CPU. The validation of ``profilers.distributed`` fits it to how much the transfers
+        slowed a worker's computation. See SEMANTICS.md.
     """
 
     workers: int = 1
@@ -136,6 +144,7 @@ class SimulationConfig:
     worker_cpu_cores: float | None = None
     shared_nic: bool = True
     flow_weight_cv: float = 0.0
+    comm_cpu_s_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.placement, Mapping):
@@ -173,6 +182,13 @@ class SimulationConfig:
         if self.host_cpu_cores is None:
             return None
         return self.worker_cpu_cores if self.worker_cpu_cores is not None else self.host_cpu_cores
+
+    @property
+    def comm_cpu_cores_per_bps(self) -> float:
+        """Cores a transfer's CPU work takes per bit/s of its rate (``comm_cpu_s_per_byte``
+        per byte; a ring AllReduce flow receives as many bytes as it sends, so twice that)."""
+        both_ways = 2.0 if self.arch == "allreduce" else 1.0
+        return both_ways * self.comm_cpu_s_per_byte / 8.0
 
     @property
     def nic_bps(self) -> float:
@@ -250,6 +266,7 @@ def _validate(config: SimulationConfig) -> None:
         "latency_s",
         "jitter_cv",
         "flow_weight_cv",
+        "comm_cpu_s_per_byte",
     ):
         _positive(name, getattr(config, name), zero_ok=True)
     if config.flow_weight_cv > 0 and (config.arch != "ps" or config.policy_name != "ps"):
@@ -294,6 +311,11 @@ def _validate_server_host(config: SimulationConfig) -> None:
 
 
 def _validate_host_cpu(config: SimulationConfig) -> None:
+    if config.comm_cpu_s_per_byte > 0 and config.host_cpu_cores is None:
+        raise ConfigError(
+            f"comm_cpu_s_per_byte: {config.comm_cpu_s_per_byte:g} needs host_cpu_cores (the "
+            "cores on which the transfers' CPU work competes with the computation)"
+        )
     if config.host_cpu_cores is not None:
         _positive("host_cpu_cores", config.host_cpu_cores)
     if config.worker_cpu_cores is not None:

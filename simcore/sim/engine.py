@@ -33,7 +33,13 @@ from simcore.sim.dag import CompiledDag
 from simcore.sim.flow_weights import lognormal_weights
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
-from simcore.sim.sharing import EqualSharePolicy, FirstComeFirstServed, SharingPolicy
+from simcore.sim.sharing import (
+    EqualSharePolicy,
+    FirstComeFirstServed,
+    ProcessorSharing,
+    SharingPolicy,
+    fair_share_of_flows,
+)
 from simcore.sim.slots import (
     ComputeSlot,
     DelaySlot,
@@ -150,7 +156,8 @@ class Engine:
         bandwidth = cfg.bandwidth_bps
         maxmin = cfg.cap_mode == "maxmin"
         shared_nic = cfg.colocated_workers > 1 and cfg.shared_nic
-        if shared_nic or cfg.flow_weight_cv > 0:  # only the general link has NIC groups, weights
+        # Only the general link has NIC groups, weights, and tells the CPUs its flows' rates.
+        if shared_nic or cfg.flow_weight_cv > 0 or cfg.comm_cpu_s_per_byte > 0:
             nic: list[float] | None
             nic_of: list[int] | None
             if shared_nic:  # co-located workers: one NIC per host
@@ -170,6 +177,7 @@ class Engine:
                 nic,
                 nic_of,
                 self._flow_weight(),
+                self._comm_load_changed if cfg.comm_cpu_s_per_byte > 0 else None,
             )
         uniform = all(c == caps[0] for c in caps)
         if cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
@@ -196,17 +204,61 @@ class Engine:
 
     def _make_host_cpus(self) -> list[Link]:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``
-        whose flows are computations, each limited to ``worker_cpu_cores``."""
+        whose flows are computations, each limited to ``worker_cpu_cores``. With
+        ``comm_cpu_s_per_byte`` the computations get what a max-min fair share with the
+        transfers' wants leaves them (``_comm_load_changed`` keeps the wants current)."""
         cfg = self.config
         cores, per_op = cfg.host_cpu_cores, cfg.worker_cores
         if cores is None or per_op is None:
             return []
+
+        if cfg.comm_cpu_s_per_byte > 0:  # the general link, with what the transfers leave
+            caps = [per_op] * cfg.workers
+            self._comm_demands: list[list[float]] = [[] for _ in range(cfg.hosts)]
+
+            def left_for_computing(host: int) -> Callable[[int], float]:
+                demands = self._comm_demands
+                return lambda n: fair_share_of_flows(cores, n, per_op, demands[host])
+
+            return [
+                RateLink(
+                    self.env,
+                    f"cpu[{h}]",
+                    [cores],
+                    ProcessorSharing(),
+                    caps,
+                    True,
+                    None,
+                    capacity_of=left_for_computing(h),
+                )
+                for h in range(cfg.hosts)
+            ]
 
         def share_of_n(n: int) -> float:
             share = cores / n
             return share if share < per_op else per_op
 
         return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(cfg.hosts)]
+
+    def _comm_load_changed(self) -> None:
+        """A network link re-planned: tell each host CPU what its transfers now want of it.
+
+        A transfer at r bit/s wants ``r * comm_cpu_cores_per_bps`` cores of its worker's host;
+        the host's computations share the cores with these demands max-min fairly.
+        """
+        cfg = self.config
+        per_bps = cfg.comm_cpu_cores_per_bps
+        demands: list[list[float]] = [[] for _ in range(cfg.hosts)]
+        for link in self.links.values():
+            assert isinstance(link, RateLink)
+            for worker, rate in link.worker_rates():
+                if rate > 0.0:
+                    demands[cfg.host_of(worker)].append(rate * per_bps)
+        for h, (cpu, wanted) in enumerate(zip(self.host_cpus, demands, strict=True)):
+            if wanted != self._comm_demands[h]:
+                self._comm_demands[h][:] = wanted
+                assert isinstance(cpu, RateLink)
+                cpu.refresh()
 
     def _worker_rows(self, w: int) -> list[list[float]]:
         """The profiled steps' durations for worker w, with its speed factor applied."""

@@ -54,6 +54,8 @@ class RateLink(Link):
         nic_bps: Sequence[float] | None,
         nic_of: Sequence[int] | None = None,
         flow_weight: Callable[[], float] | None = None,
+        on_rates: Callable[[], None] | None = None,
+        capacity_of: Callable[[int], float] | None = None,
     ) -> None:
         super().__init__(env, name, max(capacities_bps))
         self._caps_c = list(capacities_bps)
@@ -63,6 +65,10 @@ class RateLink(Link):
         self._nic = nic_bps
         self._nic_of = nic_of  # worker -> index into nic_bps; None: every worker has its own
         self._weight = flow_weight
+        self._on_rates = on_rates  # told after every re-plan (transfers' CPU load)
+        # One channel whose capacity depends on its number of flows (a host CPU that threads
+        # outside the link also want): n -> capacity; None: the fixed capacity.
+        self._capacity_of = capacity_of
         self._flows: list[_Flow] = []
         nch = len(capacities_bps)
         self._n_c = [0] * nch
@@ -103,12 +109,15 @@ class RateLink(Link):
     def _replan(self) -> None:
         flows = self._flows
         rates = [0.0] * len(flows)
+        capacity_of = self._capacity_of
         for c, capacity in enumerate(self._caps_c):
             idx = [i for i, f in enumerate(flows) if f.owner.channel == c]
             if not idx:
                 continue
             workers = [flows[i].owner.worker for i in idx]
             caps = [self._caps[w] for w in workers]
+            if capacity_of is not None:
+                capacity = capacity_of(len(idx))
             if self._weight is None:
                 share = capped_rates(self._policy, workers, capacity, caps, self._maxmin)
             else:
@@ -138,6 +147,23 @@ class RateLink(Link):
             self._arm(best)
         else:
             self._armed = None
+        if self._on_rates is not None:
+            self._on_rates()
+
+    def worker_rates(self) -> list[tuple[int, float]]:
+        """(worker, rate) of every flow on the link now."""
+        return [(f.owner.worker, f.rate) for f in self._flows]
+
+    def refresh(self) -> None:
+        """Re-plan now because ``capacity_of`` changed (what else wants the CPU changed).
+
+        From inside this link's own completion callback it does nothing: the re-plan that ends
+        the callback sees the change.
+        """
+        if self._in_cb:
+            return
+        self._advance(self.env.now)
+        self._replan()
 
     def _on_due(self) -> None:
         self._advance(self.env.now)

@@ -213,3 +213,23 @@ def nic_limited_rates(
                     out[j] = fair
                 break
     return out
+
+
+def fair_share_of_flows(
+    capacity: float, n: int, cap: float, other_demands: Sequence[float]
+) -> float:
+    """What ``n`` flows, each wanting at most ``cap``, get together when they share
+    ``capacity`` max-min fairly with other users that want ``other_demands`` (progressive
+    filling: whoever wants less than an equal share gets it, the rest split what remains).
+
+    A host CPU's computations (``n`` threads of at most ``cap`` cores) beside the threads that
+    move the transfers, as a fair scheduler would share the cores between them.
+    """
+    wants = sorted([*other_demands, *([cap] * n)])
+    left = capacity
+    for i, want in enumerate(wants):
+        share = left / (len(wants) - i)
+        if want > share:
+            return n * min(cap, share)
+        left -= want
+    return n * cap

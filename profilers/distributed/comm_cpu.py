@@ -1,0 +1,125 @@
+"""Fit the CPU cost of communication: how much a worker's transfers slow its own computation.
+
+In a one-worker parameter-server run the worker's core also runs gloo's transfer thread and the
+kernel's network stack while the layers' pulls and pushes are in flight; on the emulated cluster
+that made the computation 1.5-2.5x slower than in a run without transfers (more at higher rates).
+The simulator models the work as ``SimulationConfig.comm_cpu_s_per_byte``: CPU time per byte,
+wanted at the pace the bytes move and shared fairly with the computation (SEMANTICS.md). This
+module finds the value for which the simulator, replaying the computation alone
+(:func:`~profilers.distributed.to_trace.with_compute_of`) with that one worker, computes for as
+long per step as the real worker did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from simcore.errors import ConfigError
+from simcore.sim import SimulationConfig, simulate
+from simcore.trace.model import Resource, Trace
+
+__all__ = ["CommCpuFit", "compute_s_per_step", "fit_comm_cpu", "simulated_compute_s_per_step"]
+
+FIT_STEPS = 60
+FIT_WARMUP_STEPS = 10
+RELATIVE_TOLERANCE = 1e-3  # of the measured compute per step
+MAX_BISECTIONS = 40
+
+
+@dataclass(frozen=True)
+class CommCpuFit:
+    """The fitted cost and what it was fitted to (seconds of computation per step)."""
+
+    s_per_byte: float
+    measured_compute_s: float  # per step, in the run with transfers
+    alone_compute_s: float  # per step, in the run without
+    simulated_compute_s: float  # per step, the simulator's replay with ``s_per_byte``
+    cores_at_full_rate: float  # what one transfer at the link's full rate keeps busy
+
+    @property
+    def slowdown(self) -> float:
+        """Computation with transfers over computation alone, as measured."""
+        return self.measured_compute_s / self.alone_compute_s
+
+
+def compute_s_per_step(trace: Trace) -> float:
+    """Mean over the trace's steps of its worker's computation per step (s)."""
+    worker = [i for i, op in enumerate(trace.ops) if op.resource is Resource.WORKER]
+    return statistics.fmean(sum(step.duration_s[i] or 0.0 for i in worker) for step in trace.steps)
+
+
+def simulated_compute_s_per_step(trace: Trace, config: SimulationConfig) -> float:
+    """The computation per step (s) of worker 0 in one simulated replication of ``config``:
+    how long its computations ran, from start to end, slowed by whatever shared the CPU."""
+    run = dataclasses.replace(
+        config,
+        workers=1,
+        steps=FIT_STEPS,
+        warmup_steps=FIT_WARMUP_STEPS,
+        replications=1,
+        timeline=True,
+    )
+    timeline = simulate(trace, run).timeline
+    assert timeline is not None  # asked for
+    worker_slots = np.array([name == Resource.WORKER.value for name in timeline.slot_names])
+    measured = worker_slots[timeline.slot] & (timeline.step >= FIT_WARMUP_STEPS)
+    busy = float(np.sum(timeline.end_s[measured] - timeline.start_s[measured]))
+    return busy / (FIT_STEPS - FIT_WARMUP_STEPS)
+
+
+def fit_comm_cpu(alone: Trace, measured_compute_s: float, config: SimulationConfig) -> CommCpuFit:
+    """The ``comm_cpu_s_per_byte`` for which one simulated worker of ``config`` (which must have
+    ``host_cpu_cores``), replaying ``alone``, computes ``measured_compute_s`` per step.
+
+    The simulated computation grows with the cost, so bisection finds it. When the measured
+    computation is no longer than the computation alone, the cost is 0. When no cost is enough
+    (the transfers overlap too little of the computation), the largest one is returned: a
+    transfer at full rate then takes every core.
+
+    Raises
+    ------
+    ConfigError : ``config`` has no ``host_cpu_cores``.
+    """
+    cores = config.host_cpu_cores
+    if cores is None:
+        raise ConfigError("fit_comm_cpu: the configuration needs host_cpu_cores")
+    base = dataclasses.replace(config, workers=1, colocated_workers=1)
+    full_rate_bps = min(base.bandwidth_bps, base.nic_bps)
+    highest = 8.0 * cores / full_rate_bps  # a transfer at the full rate takes every core
+
+    def simulated(s_per_byte: float) -> float:
+        cfg = dataclasses.replace(base, comm_cpu_s_per_byte=s_per_byte)
+        return simulated_compute_s_per_step(alone, cfg)
+
+    def fit(s_per_byte: float, simulated_s: float) -> CommCpuFit:
+        per_bps = dataclasses.replace(base, comm_cpu_s_per_byte=s_per_byte).comm_cpu_cores_per_bps
+        return CommCpuFit(
+            s_per_byte,
+            measured_compute_s,
+            compute_s_per_step(alone),
+            simulated_s,
+            per_bps * full_rate_bps,
+        )
+
+    none = simulated(0.0)
+    if measured_compute_s <= none:
+        return fit(0.0, none)
+    top = simulated(highest)
+    if top <= measured_compute_s:
+        return fit(highest, top)
+    low, high = 0.0, highest
+    mid, value = highest, top
+    for _ in range(MAX_BISECTIONS):
+        mid = 0.5 * (low + high)
+        value = simulated(mid)
+        if abs(value - measured_compute_s) <= RELATIVE_TOLERANCE * measured_compute_s:
+            break
+        if value < measured_compute_s:
+            low = mid
+        else:
+            high = mid
+    return fit(mid, value)
