@@ -98,6 +98,8 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
         (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),
         (["--placement", "nowhere"], "--placement: 'nowhere' is not greedy"),
+        (["--comm-cpu", "40"], "--comm-cpu: needs host_cpu_cores"),
+        (["--comm-cpu", "-1", "--host-cores", "1"], "--comm-cpu: must be >= 0 ns per byte"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -241,3 +243,17 @@ def test_unknown_network_profile_is_one_line(
     err = capsys.readouterr().err
     assert "nope: no such file, and not a shipped sample; samples: loopback, veth-1gbit" in err
     assert err.count("\n") == 1
+
+
+def test_transfers_cpu_cost_slows_colocated_workers(
+    trace_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["simulate", str(trace_file), "--workers", "2", "--colocated", "2", "--json"]
+    common += ["--mode", "sync"]  # (async workers may fall into a faster interleaving)
+    common += ["--host-cores", "1", "--steps", "30", "--warmup", "5", "--bandwidth", "100Mbps"]
+    assert main(common) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*common, "--comm-cpu", "60"]) == 0
+    costly = json.loads(capsys.readouterr().out)
+    assert costly["config"]["comm_cpu_s_per_byte"] == pytest.approx(60e-9)
+    assert costly["examples_per_s"]["value"] < plain["examples_per_s"]["value"]

@@ -42,6 +42,13 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
     group.add_argument(
         "--worker-cores", type=float, help="cores one worker used when profiled alone"
     )
+    group.add_argument(
+        "--comm-cpu",
+        type=float,
+        metavar="NS_PER_BYTE",
+        help="CPU time a worker's transfers cost its host, ns per byte sent or received; "
+        "needs --host-cores (the validation of profilers.distributed fits it)",
+    )
 
 
 def workers_text(args: argparse.Namespace, default: str = "1") -> str:
@@ -100,6 +107,11 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
+    comm_cpu = getattr(args, "comm_cpu", None)
+    if comm_cpu is not None:
+        if not comm_cpu >= 0:
+            raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {comm_cpu:g}")
+        changes["comm_cpu_s_per_byte"] = comm_cpu * 1e-9
     if args.server_host is not None:
         changes["server_host"] = args.server_host
     elif topology is not None and topology.server_host is not None and not ring:

@@ -401,6 +401,7 @@ OPTION_OF = {
     "colocated_workers": "--colocated",
     "host_cpu_cores": "--host-cores",
     "worker_cpu_cores": "--worker-cores",
+    "comm_cpu_s_per_byte": "--comm-cpu",
     "server_host": "--server-host",
 }
 
@@ -424,6 +425,8 @@ def _host_lines(c: SimulationConfig) -> list[str]:
         )
     if c.colocated_workers > 1 or c.host_cpu_cores is not None:
         cpu = "" if c.host_cpu_cores is None else f", sharing {c.host_cpu_cores:g} CPU cores"
+        if c.comm_cpu_s_per_byte > 0:
+            cpu += f" with transfers costing {1e9 * c.comm_cpu_s_per_byte:g} ns/byte"
         lines.append(f"hosts      {c.colocated_workers} worker(s) per host{cpu}")
     if c.flow_cap_bps is not None:
         caps = c.flow_cap_bps if isinstance(c.flow_cap_bps, tuple) else (c.flow_cap_bps,)

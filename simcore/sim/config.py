@@ -313,8 +313,8 @@ def _validate_server_host(config: SimulationConfig) -> None:
 def _validate_host_cpu(config: SimulationConfig) -> None:
     if config.comm_cpu_s_per_byte > 0 and config.host_cpu_cores is None:
         raise ConfigError(
-            f"comm_cpu_s_per_byte: {config.comm_cpu_s_per_byte:g} needs host_cpu_cores (the "
-            "cores on which the transfers' CPU work competes with the computation)"
+            "comm_cpu_s_per_byte: needs host_cpu_cores (the cores on which the transfers' CPU "
+            "work competes with the computation)"
         )
     if config.host_cpu_cores is not None:
         _positive("host_cpu_cores", config.host_cpu_cores)
