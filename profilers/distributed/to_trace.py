@@ -42,6 +42,8 @@ from simcore.trace.parse import trace_from_dict, trace_to_dict
 __all__ = ["run_to_trace", "with_compute_of"]
 
 ROUND_DIGITS = 9  # nanoseconds, as the per-layer profiler
+# Spans of computation (the worker's, and a layer's update), as opposed to transfers.
+COMPUTATION_KINDS = ("forward", "backward", "update")
 
 
 def run_to_trace(result: RunResult) -> Trace:
@@ -109,7 +111,7 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
     starts = {s.step: s.start_s for s in compute_run.steps}
     by_step: dict[int, dict[str, tuple[float, float]]] = defaultdict(dict)
     for span in compute_run.spans:
-        if span.step >= config.warmup and span.step in starts and span.kind in COMPUTE_KINDS:
+        if span.step >= config.warmup and span.step in starts and span.kind in COMPUTATION_KINDS:
             timed = by_step[span.step]
             timed[f"{span.kind}:{span.layer}"] = (span.start_s - starts[span.step], span.duration_s)
     if not by_step:
@@ -117,7 +119,7 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
     rows = [by_step[n] for n in sorted(by_step)]
     for timed in rows:
         _charge_gaps(trace.ops, timed)
-    computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTE_KINDS]
+    computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTATION_KINDS]
     steps = []
     for n, step in enumerate(trace.steps):
         timed = rows[n % len(rows)]
@@ -133,15 +135,12 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
     return trace_from_dict(trace_to_dict(out), source=f"{trace.source} (computation alone)")
 
 
-COMPUTE_KINDS = ("forward", "backward", "update")
-
-
 def _profile(
     ops: Sequence[Op], spans: Sequence[Span], t0: float, server_of: Mapping[str, int]
 ) -> StepProfile:
     timed: dict[str, tuple[float, float]] = {}  # op id -> (start relative to t0, duration)
     for span in spans:
-        if span.kind in ("forward", "backward", "update"):
+        if span.kind in COMPUTATION_KINDS:
             timed[f"{span.kind}:{span.layer}"] = (span.start_s - t0, span.duration_s)
     for kind in ("pull", "push"):
         mine = [s for s in spans if s.kind == kind]

@@ -107,7 +107,7 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
-    comm_cpu = getattr(args, "comm_cpu", None)
+    comm_cpu = args.comm_cpu
     if comm_cpu is not None:
         if not comm_cpu >= 0:
             raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {comm_cpu:g}")

@@ -154,33 +154,11 @@ class Engine:
         cfg, policy, env = self.config, self.policy, self.env
         caps = self._caps()
         bandwidth = cfg.bandwidth_bps
-        maxmin = cfg.cap_mode == "maxmin"
         shared_nic = cfg.colocated_workers > 1 and cfg.shared_nic
         # Only the general link has NIC groups, weights, and tells the CPUs its flows' rates.
-        if shared_nic or cfg.flow_weight_cv > 0 or cfg.comm_cpu_s_per_byte > 0:
-            nic: list[float] | None
-            nic_of: list[int] | None
-            if shared_nic:  # co-located workers: one NIC per host
-                nic, nic_of = (
-                    [cfg.nic_bps] * cfg.hosts,
-                    [cfg.host_of(w) for w in range(cfg.workers)],
-                )
-            else:
-                nic, nic_of = ([cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None), None
-            return RateLink(
-                env,
-                name,
-                [bandwidth] * cfg.servers,
-                policy,
-                caps,
-                maxmin,
-                nic,
-                nic_of,
-                self._flow_weight(),
-                self._comm_load_changed if cfg.comm_cpu_s_per_byte > 0 else None,
-            )
+        general = shared_nic or cfg.flow_weight_cv > 0 or cfg.comm_cpu_s_per_byte > 0
         uniform = all(c == caps[0] for c in caps)
-        if cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
+        if not general and cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
             cap = caps[0]
             share = policy.share_bps
 
@@ -190,11 +168,31 @@ class Engine:
 
             return VirtualTimeLink(env, name, bandwidth, share_of_n)
         no_spare = cfg.cap_mode == "clip" or all(c >= bandwidth for c in caps)
-        if cfg.servers == 1 and isinstance(policy, FirstComeFirstServed) and no_spare:
+        if (
+            not general
+            and cfg.servers == 1
+            and isinstance(policy, FirstComeFirstServed)
+            and no_spare
+        ):
             return OrderedLink(env, name, bandwidth, caps)
-        nic = [cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None
+        nic: list[float] | None
+        nic_of: list[int] | None = None
+        if shared_nic:  # co-located workers: one NIC per host
+            nic = [cfg.nic_bps] * cfg.hosts
+            nic_of = [cfg.host_of(w) for w in range(cfg.workers)]
+        else:
+            nic = [cfg.nic_bps] * cfg.workers if cfg.servers > 1 else None
         return RateLink(
-            env, name, [bandwidth] * cfg.servers, policy, caps, cfg.cap_mode == "maxmin", nic
+            env,
+            name,
+            [bandwidth] * cfg.servers,
+            policy,
+            caps,
+            cfg.cap_mode == "maxmin",
+            nic,
+            nic_of,
+            self._flow_weight(),
+            self._comm_load_changed if cfg.comm_cpu_s_per_byte > 0 else None,
         )
 
     def _flow_weight(self) -> Callable[[], float] | None:
