@@ -41,6 +41,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from profilers.netns import enter_namespace
 from profilers.netns_cluster import EmulatedCluster, emulated_cluster
@@ -53,6 +54,8 @@ __all__ = [
     "SharingTrial",
     "link_sharing_text",
     "measure_link_sharing",
+    "sharing_from_dict",
+    "sharing_to_dict",
 ]
 
 DIRECTIONS = ("into", "out of")  # the shaped node receiving (pushes) or sending (pulls)
@@ -173,6 +176,45 @@ class LinkSharingReport:
     def policy(self) -> str:
         """The simulator's sharing policy the link resembles more: ``ps`` or ``fcfs``."""
         return "ps" if self.fcfs_index() < _PS_LIKE_BELOW else "fcfs"
+
+
+def sharing_to_dict(report: LinkSharingReport) -> dict[str, Any]:
+    """The report as JSON-ready data: the nominal rate and every trial."""
+    return {
+        "rate_bps": report.rate_bps,
+        "trials": [
+            {
+                "direction": t.direction,
+                "nbytes": t.nbytes,
+                "completion_s": list(t.completion_s),
+                "delay_s": t.delay_s,
+            }
+            for t in report.trials
+        ],
+    }
+
+
+def sharing_from_dict(data: Any, source: str = "<memory>") -> LinkSharingReport:
+    """The report :func:`sharing_to_dict` wrote; ConfigError naming ``source`` if malformed."""
+    try:
+        trials = tuple(
+            SharingTrial(
+                str(t["direction"]),
+                int(t["nbytes"]),
+                tuple(float(c) for c in t["completion_s"]),
+                float(t["delay_s"]),
+            )
+            for t in data["trials"]
+        )
+        report = LinkSharingReport(float(data["rate_bps"]), trials)
+    except KeyError as err:
+        raise ConfigError(f"{source}: link sharing: missing field {err}") from None
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{source}: link sharing: {err}") from None
+    bad = [t.direction for t in trials if t.direction not in DIRECTIONS or not t.completion_s]
+    if bad:
+        raise ConfigError(f"{source}: link sharing: trials with direction {bad[0]!r} or no flows")
+    return report
 
 
 def measure_link_sharing(

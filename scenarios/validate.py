@@ -28,9 +28,17 @@ Setup
 Output
     A table per architecture (measured examples/s and spread, each prediction and its error, the
     compute slowdown against the solo profile), the mean and maximum absolute errors, and in
-    ``--out`` (default ``results/validate/``): ``validate.csv``, ``validate.png``, the solo
-    profile as ``validate-solo-trace.json`` and its computation measured without transfers as
-    ``validate-alone-trace.json`` (to predict other settings from them later).
+    ``--out`` (default ``results/validate/``):
+
+    - ``validate.csv`` and ``validate.png``: measured against predicted, per architecture;
+    - ``validate-timeline-ARCH.png``: per architecture, a real run with the most workers above
+      the simulated run (two steps of each, one time scale): where the model departs from the
+      real run, the bars stop lining up;
+    - ``validate-runs.json.gz``: every run's timestamps and the link measurement, written as
+      soon as the runs are done. ``--from-runs`` predicts them again in seconds, without
+      training (after a change to the model, or with another ``--bandwidth``);
+    - ``validate-solo-trace.json``, the solo profile, and ``validate-alone-trace.json``, its
+      computation measured without transfers, to predict other settings from them later.
 
 On a machine shared with other jobs the measured numbers say little about accuracy: run it on an
 idle machine (and with ``--repetitions 3`` or more) before drawing conclusions.
@@ -42,6 +50,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from profilers.distributed.export import run_timeline_spans
+from profilers.distributed.measurements import save_measurements
 from profilers.distributed.validation import (
     PREDICTORS,
     ValidationReport,
@@ -49,8 +59,9 @@ from profilers.distributed.validation import (
     report_text,
 )
 from simcore.cli.main import OneLineErrorParser
-from simcore.cli.validate_cmd import add_run_options, validate_with
+from simcore.cli.validate_cmd import ARCHITECTURES, add_run_options, validate_with
 from simcore.plots import new_figure, save_figure
+from simcore.plots.timeline import plot_measured_vs_simulated
 from simcore.report import ScenarioOutput, run_scenario
 from simcore.trace.io import save_trace
 from simcore.units import format_bandwidth
@@ -58,8 +69,11 @@ from simcore.units import format_bandwidth
 NAME = "validate"
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
-TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict again later without new runs
+TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict other settings later without new runs
 ALONE_TRACE_FILE = f"{NAME}-alone-trace.json"  # the computation without transfers, likewise
+RUNS_FILE = f"{NAME}-runs.json.gz"  # every run's timestamps: --from-runs assesses them again
+TIMELINE_FILES = {arch: f"{NAME}-timeline-{arch}.png" for arch in ARCHITECTURES}
+SHOWN_STEPS = 2  # steps of each timeline figure
 
 
 def plot(report: ValidationReport, out: ScenarioOutput) -> None:
@@ -100,6 +114,36 @@ def plot(report: ValidationReport, out: ScenarioOutput) -> None:
     save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
 
 
+def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
+    """Per architecture, its largest W: the first repetition's timeline above the simulated one
+    (the simulator's first replication), two steps from the middle of each run."""
+    measured, predictor = report.measurements, report.predictor
+    if measured is None or predictor is None:
+        return
+    largest = {}
+    for point in measured.points:
+        if point.workers >= largest.get(point.architecture, point).workers:
+            largest[point.architecture] = point
+    for arch, point in largest.items():
+        run = point.runs[0]
+        first = run.config.warmup + (run.config.steps - run.config.warmup - SHOWN_STEPS) // 2
+        result = predictor.simulation(arch, point.workers, timeline=True)
+        sim_config = result.config
+        sim_first = sim_config.warmup_steps + (sim_config.steps - sim_config.warmup_steps) // 2
+        plot_measured_vs_simulated(
+            run_timeline_spans(run),
+            result,
+            out.path(TIMELINE_FILES[arch.value]),
+            measured_steps=(first, first + SHOWN_STEPS - 1),
+            simulated_steps=(sim_first, sim_first + SHOWN_STEPS - 1),
+            trace=predictor.replayed_trace(),
+            title=f"{report.model_name}, {arch.value}, W = {point.workers}: a measured run "
+            f"({run.examples_per_s:.1f} examples/s) and the simulator "
+            f"({predictor.simulated(arch, point.workers):.1f}, mean of its replications)",
+            overwrite=out.force,
+        )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog=f"python scenarios/{NAME}.py",
@@ -117,15 +161,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE]
-        out = ScenarioOutput(args.out, files, force=args.force)
+        files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE, RUNS_FILE]
+        out = ScenarioOutput(args.out, [*files, *TIMELINE_FILES.values()], force=args.force)
         report = validate_with(args)
+        if report.measurements is not None and not args.from_runs:
+            # first: the runs took minutes, and nothing after this may lose them
+            save_measurements(report.measurements, out.path(RUNS_FILE), overwrite=out.force)
         print(report_text(report))
         out.write_csv(CSV_FILE, report_tables(report))
         save_trace(report.trace, out.path(TRACE_FILE), overwrite=out.force)
         if report.alone_trace is not None:
             save_trace(report.alone_trace, out.path(ALONE_TRACE_FILE), overwrite=out.force)
         plot(report, out)
+        plot_timelines(report, out)
         print("\n" + out.summary())
 
     return run_scenario(NAME, body)

@@ -144,3 +144,19 @@ def test_time_before_a_layer_that_nothing_explains_is_charged_to_it() -> None:
     assert timed["backward:l1"] == pytest.approx((2.2, 0.3))
     assert timed["backward:l0"] == pytest.approx((2.5, 0.3))
     assert timed["pull:l0"] == (0.0, 1.0)  # transfers are left as measured
+
+
+def test_the_time_since_the_worker_became_free_is_charged_to_the_first_op() -> None:
+    # A run without transfers: the first forward has no timed input, so without ``ready_s``
+    # nothing before it is charged; with it, the time since the previous step ended is.
+    from profilers.distributed.to_trace import _charge_gaps
+    from simcore.trace.build import synthetic_trace
+
+    ops = synthetic_trace([0.01, 0.02], [0.02, 0.03], [100, 200]).ops
+    timed = {"forward:l0": (0.3, 0.5), "forward:l1": (0.8, 0.4)}
+    unknown = dict(timed)
+    _charge_gaps(ops, unknown)
+    assert unknown["forward:l0"] == (0.3, 0.5)
+    _charge_gaps(ops, timed, ready_s=-0.2)  # the previous step ended 0.2 s before this began
+    assert timed["forward:l0"] == pytest.approx((-0.2, 1.0))
+    assert timed["forward:l1"] == pytest.approx((0.8, 0.4))  # started as soon as it could

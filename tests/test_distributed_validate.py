@@ -52,6 +52,16 @@ def test_scenario_prints_and_saves_measured_vs_predicted(
         assert float(row["measured"]) > 0 and float(row["simulated"]) > 0
         assert float(row["slowdown"]) > 0
     assert (tmp_path / "validate.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "validate-timeline-ps-sync.png").read_bytes().startswith(b"\x89PNG")
+    assert not (tmp_path / "validate-timeline-ps-async.png").exists()  # not run
+    # The saved runs give the same report again without training: same measurements, and the
+    # seeded simulator predicts them identically.
+    again = tmp_path / "again"
+    runs = tmp_path / "validate-runs.json.gz"
+    assert scenario.main(["--from-runs", str(runs), "--quiet", "--out", str(again)]) == 0
+    assert capsys.readouterr().out.split("wrote")[0] == text.split("wrote")[0]
+    assert (again / "validate.csv").read_text() == (tmp_path / "validate.csv").read_text()
+    assert not (again / "validate-runs.json.gz").exists()  # the input is not copied
 
 
 def test_cli_command_prints_json_and_saves_the_solo_trace(
@@ -68,6 +78,38 @@ def test_cli_command_prints_json_and_saves_the_solo_trace(
     assert [p["architecture"] for p in doc["points"]] == ["allreduce"]
     assert doc["points"][0]["measured_examples_per_s"][0] > 0
     assert load_trace(out).metadata.profiler["name"] == "sgdsim.profilers.distributed"
+
+
+def test_cli_saves_the_runs_and_assesses_them_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = OneLineErrorParser(prog="sgdsim")
+    validate_cmd.register(parser.add_subparsers(dest="command"))
+    runs = tmp_path / "runs.json"
+    options = ["--workers-max", "2", "--repetitions", "1", "--arch", "allreduce", "--json"]
+    args = parser.parse_args(["validate", *SMALL, *options, "--save-runs", str(runs)])
+    assert args.handler(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    args = parser.parse_args(["validate", "--from-runs", str(runs), "--json", "--quiet"])
+    assert args.handler(args) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    # Another bandwidth for the predictions: the measurements stay, the predictions move.
+    args = parser.parse_args(
+        ["validate", "--from-runs", str(runs), "--json", "--quiet", "--bandwidth", "1Mbps"]
+    )
+    assert args.handler(args) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert slow["bandwidth_bps"] == 1e6
+    for a, b in zip(slow["points"], first["points"], strict=True):
+        assert a["measured_examples_per_s"] == b["measured_examples_per_s"]
+    assert (
+        slow["points"][1]["simulated_examples_per_s"]
+        < first["points"][1]["simulated_examples_per_s"]
+    )
+    # The runs file is not overwritten silently.
+    args = parser.parse_args(["validate", *SMALL, *options, "--save-runs", str(runs)])
+    with pytest.raises(ValueError, match="already exists"):
+        args.handler(args)
 
 
 def test_effective_bandwidth_needs_measured_transfers() -> None:
@@ -108,3 +150,23 @@ def test_scenario_on_the_emulated_cluster_measures_the_link_first(
         rows = list(csv.DictReader(f))
     assert [int(r["workers"]) for r in rows] == [1, 2]
     assert all(float(r["simulated"]) > 0 and float(r["simulated_ideal"]) > 0 for r in rows)
+
+
+def test_a_bad_runs_file_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from simcore.cli.main import main
+
+    missing = tmp_path / "missing.json.gz"
+    assert main(["validate", "--from-runs", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sgdsim: error: ") and "missing.json.gz: no such file" in err
+    assert err.count("\n") == 1
+    scenario = load("validate")
+    other = tmp_path / "trace.json"
+    other.write_text('{"schema": "sgdsim.trace"}', encoding="utf-8")
+    out = tmp_path / "out"
+    assert scenario.main(["--from-runs", str(other), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "trace.json: not validation measurements" in err and err.count("\n") == 1
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written

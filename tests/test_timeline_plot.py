@@ -15,6 +15,7 @@ from simcore.plots.timeline import (
     Row,
     busy_counts,
     draw_timeline,
+    plot_measured_vs_simulated,
     plot_profiled_vs_simulated,
     plot_timeline,
     select,
@@ -152,6 +153,51 @@ def test_profiled_and_simulated_steps_share_the_time_scale(
     simulated = simulated_spans(timeline, steps=(chosen.step, chosen.step))
     forward = [s.duration_s for s in simulated if s.category == "forward"]
     assert sum(forward) == pytest.approx(trace.phase_time_s(4, OpKind.FORWARD))
+
+
+def test_measured_and_simulated_runs_are_drawn_one_above_the_other(
+    tmp_path: Path, saved_figures: list[FigureRecord]
+) -> None:
+    # A run's own spans stand in for the measured ones: both panels then show the same steps.
+    trace = load_trace("cnn-b32")
+    result = run(workers=2, steps=8)
+    assert result.timeline is not None
+    measured = simulated_spans(result.timeline, trace=trace)
+    path = plot_measured_vs_simulated(
+        measured,
+        result,
+        tmp_path / "m.png",
+        measured_steps=(3, 4),
+        simulated_steps=(3, 4),
+        trace=trace,
+        title="cnn, W = 2",
+    )
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    (fig,) = saved_figures
+    top, bottom = fig.axes
+    assert fig.suptitle == "cnn, W = 2"
+    assert top.title == "measured, steps 3-4" and bottom.title == "simulated, steps 3-4"
+    assert top.texts == bottom.texts  # the same step labels in the same places
+    assert bottom.has_legend and "(ms)" in top.xlabel and "(ms)" in bottom.xlabel
+    with pytest.raises(ConfigError, match=r"steps: 40\.\.41 is not in the timeline"):
+        plot_measured_vs_simulated(
+            measured,
+            result,
+            tmp_path / "n.png",
+            measured_steps=(40, 41),
+            simulated_steps=(3, 4),
+            title="",
+        )
+    without = run(workers=2, steps=8, timeline=False)
+    with pytest.raises(ConfigError, match="has no timeline"):
+        plot_measured_vs_simulated(
+            measured,
+            without,
+            tmp_path / "n.png",
+            measured_steps=(3, 4),
+            simulated_steps=(3, 4),
+            title="",
+        )
 
 
 def test_row_order_is_pull_compute_push_update() -> None:

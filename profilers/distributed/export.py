@@ -2,9 +2,10 @@
 
 Put next to ``sgdsim simulate --timeline``'s export, the measured and the simulated steps can be
 compared thread by thread: process ``worker w`` has threads ``downlink`` (pulls), ``worker``
-(forward and backward), ``uplink`` (pushes, or the AllReduce of each layer) and ``update`` (the
-ring's local updates); process ``server s`` has one thread ``worker w`` per worker it serves
-(its updates; ps-sync's averaged updates are on thread ``all workers``). Times start at the
+(forward and backward, and a ring worker's local updates, which run on its main thread as in
+the simulator), ``uplink`` (pushes) and ``allreduce`` (the AllReduce of each layer); process
+``server s`` has one thread ``worker w`` per worker it serves (its updates; ps-sync's averaged
+updates are on thread ``all workers``). Times start at the
 run's first step. A backward span is placed at the layer's first autograd node and lasts the sum
 of its nodes, so backward spans can overlap; the export then spreads them over extra threads.
 """
@@ -25,8 +26,8 @@ _WORKER_THREAD = {
     "forward": "worker",
     "backward": "worker",
     "push": "uplink",
-    "allreduce": "uplink",
-    "update": "update",
+    "allreduce": "allreduce",
+    "update": "worker",  # a worker's own update: ring AllReduce's local SGD step
 }
 
 

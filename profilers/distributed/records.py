@@ -15,15 +15,28 @@ import os
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
 
 from profilers.distributed.config import RunConfig
+from simcore.errors import ConfigError
 from simcore.files import atomic_output
 
-__all__ = ["RunResult", "SlowdownReport", "Span", "StepRecord", "save_run_json"]
+__all__ = [
+    "RUN_SCHEMA",
+    "RunResult",
+    "SlowdownReport",
+    "Span",
+    "StepRecord",
+    "run_from_dict",
+    "run_to_dict",
+    "save_run_json",
+]
+
+RUN_SCHEMA = "sgdsim.distributed_run"
+RUN_SCHEMA_VERSION = 1
 
 # Span kinds. Worker side: pull (posted .. parameters in place), forward, backward, push (sent ..
 # completed), allreduce (launched .. completed). Server side: update (one worker's gradients of one
@@ -185,8 +198,8 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
     """The run as JSON-ready data: config, summary and every raw timestamp (no parameters)."""
     step_times = result.step_times_s()
     return {
-        "schema": "sgdsim.distributed_run",
-        "schema_version": 1,
+        "schema": RUN_SCHEMA,
+        "schema_version": RUN_SCHEMA_VERSION,
         "clock": "time.perf_counter (CLOCK_MONOTONIC on Linux: one origin per host), seconds",
         "config": _config_dict(result.config),
         "model_name": result.model_name,
@@ -200,6 +213,66 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         "span_fields": list(Span.__slots__),
         "spans": [[getattr(s, f) for f in Span.__slots__] for s in result.spans],
     }
+
+
+def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
+    """The run :func:`run_to_dict` wrote (without ``final_state``, which the JSON does not hold).
+
+    Raises
+    ------
+    ConfigError : not a run of this schema, or a field is missing or malformed (names ``source``
+        and the field).
+    """
+    if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
+        raise ConfigError(f"{source}: not a distributed run (schema {RUN_SCHEMA!r} expected)")
+    if data.get("schema_version") != RUN_SCHEMA_VERSION:
+        raise ConfigError(
+            f"{source}: schema_version {data.get('schema_version')!r} is not supported "
+            f"(this sgdsim reads {RUN_SCHEMA_VERSION})"
+        )
+    where = "config"
+    try:
+        config = _config_from_dict(data["config"])
+        where = "layer_nbytes"
+        layer_nbytes = {str(k): int(v) for k, v in data["layer_nbytes"].items()}
+        where = "steps"
+        steps = tuple(
+            StepRecord(
+                int(s["worker"]),
+                int(s["step"]),
+                float(s["start_s"]),
+                float(s["end_s"]),
+                float(s["loss"]),
+            )
+            for s in data["steps"]
+        )
+        where = "spans"
+        fields = list(data["span_fields"])
+        if fields != list(Span.__slots__):
+            raise ValueError(f"span_fields {fields} are not {list(Span.__slots__)}")
+        spans = tuple(_span_from_row(row) for row in data["spans"])
+        where = "model_name"
+        model_name = str(data["model_name"])
+    except KeyError as err:
+        raise ConfigError(f"{source}: {where}: missing field {err}") from None
+    except (ConfigError, TypeError, ValueError, AttributeError) as err:
+        raise ConfigError(f"{source}: {where}: {err}") from None
+    return RunResult(config, model_name, layer_nbytes, spans, steps)
+
+
+def _config_from_dict(raw: Any) -> RunConfig:
+    known = {f.name for f in fields(RunConfig)}
+    values = {k: v for k, v in dict(raw).items() if k in known}
+    if values.get("input_shape") is not None:
+        values["input_shape"] = tuple(int(d) for d in values["input_shape"])
+    return RunConfig(**values)
+
+
+def _span_from_row(row: Sequence[Any]) -> Span:
+    rank, worker, step, layer, kind, start, duration = row
+    return Span(
+        int(rank), int(worker), int(step), str(layer), str(kind), float(start), float(duration)
+    )
 
 
 def save_run_json(

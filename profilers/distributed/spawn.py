@@ -31,7 +31,7 @@ from profilers.netns import enter_namespace
 from profilers.netns_cluster import EmulatedCluster
 from simcore.errors import ConfigError, SgdsimError
 
-__all__ = ["ProgressEvent", "run_distributed"]
+__all__ = ["ProgressEvent", "rank_process_context", "run_distributed", "stop_processes"]
 
 _GRACE_S = 10.0  # the parent waits this much longer than a rank's own gloo timeout
 _STOP_WAIT_S = 2.0  # how long terminated ranks get to exit before they are killed
@@ -119,7 +119,7 @@ def _run_ranks(
     cluster: EmulatedCluster | None,
     rank_cpus: list[frozenset[int]] | None,
 ) -> RunResult:
-    ctx = _context()
+    ctx = rank_process_context()
     messages = ctx.Queue()
     procs = [
         ctx.Process(
@@ -142,13 +142,13 @@ def _run_ranks(
             proc.start()
         outputs = _Watchdog(config, procs, messages, progress).collect()
     finally:
-        _stop(procs)
+        stop_processes(procs)
         messages.close()
         messages.join_thread()
     return combine(config, outputs)
 
 
-def _context() -> Any:
+def rank_process_context() -> Any:
     """A forkserver that has imported torch and the runner once, where available, else spawn.
 
     Every rank then starts as a fork of that clean, single-threaded process in milliseconds
@@ -381,7 +381,7 @@ def _last_message(messages: Any, timeout_s: float) -> tuple[Any, ...] | None:
     return message
 
 
-def _stop(procs: list[Any]) -> None:
+def stop_processes(procs: list[Any]) -> None:
     """Terminate ranks still running, kill those that ignore it (or are stopped); reap all."""
     for proc in procs:
         if proc.is_alive():

@@ -36,7 +36,15 @@ from profilers.distributed.task import build_setup
 from simcore import __version__
 from simcore.errors import ConfigError
 from simcore.trace.build import ps_step_ops
-from simcore.trace.model import SCHEMA_VERSION, Op, Resource, StepProfile, Trace, TraceMetadata
+from simcore.trace.model import (
+    SCHEMA_VERSION,
+    Op,
+    OpKind,
+    Resource,
+    StepProfile,
+    Trace,
+    TraceMetadata,
+)
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
 __all__ = ["run_to_trace", "with_compute_of"]
@@ -90,7 +98,9 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
     that puts that work back itself (``SimulationConfig.comm_cpu_s_per_byte``): the forward and
     backward ops, and as each layer's update the ring worker's own SGD step on it. Step n takes
     the compute run's step n mod its steps; the compute run's idle gaps are charged as in
-    :func:`run_to_trace`. The transfers stay as measured.
+    :func:`run_to_trace`, and so are the time between one step's end and the next one's first op
+    (to that op) and the time before each update beyond its all-reduce's return (to the update).
+    The transfers stay as measured.
 
     Raises
     ------
@@ -109,16 +119,27 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
             f"{config.batch_size}, the trace {meta.model_name} with batch {meta.batch_size}"
         )
     starts = {s.step: s.start_s for s in compute_run.steps}
+    ends = {s.step: s.end_s for s in compute_run.steps}
     by_step: dict[int, dict[str, tuple[float, float]]] = defaultdict(dict)
+    reduced: dict[int, dict[str, float]] = defaultdict(dict)  # layer -> its all-reduce's end
     for span in compute_run.spans:
-        if span.step >= config.warmup and span.step in starts and span.kind in COMPUTATION_KINDS:
-            timed = by_step[span.step]
-            timed[f"{span.kind}:{span.layer}"] = (span.start_s - starts[span.step], span.duration_s)
+        if span.step < config.warmup or span.step not in starts:
+            continue
+        start = span.start_s - starts[span.step]
+        if span.kind in COMPUTATION_KINDS:
+            by_step[span.step][f"{span.kind}:{span.layer}"] = (start, span.duration_s)
+        elif span.kind == "allreduce":
+            reduced[span.step][span.layer] = start + span.duration_s
     if not by_step:
         raise ConfigError("with_compute_of: the compute run has no steps after its warm-up")
     rows = [by_step[n] for n in sorted(by_step)]
-    for timed in rows:
-        _charge_gaps(trace.ops, timed)
+    for n, timed in zip(sorted(by_step), rows, strict=True):
+        # The worker was free from the previous step's end: the time until its first op (the
+        # previous step's bookkeeping, the next batch, zeroing the gradients) is charged to
+        # that op, since the throughput it is compared with counts it.
+        ready = ends[n - 1] - starts[n] if n - 1 in ends else None
+        _charge_gaps(trace.ops, timed, ready_s=ready)
+        _charge_update_gaps(trace.ops, timed, reduced[n])
     computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTATION_KINDS]
     steps = []
     for n, step in enumerate(trace.steps):
@@ -157,17 +178,21 @@ def _profile(
     return StepProfile(duration_s=tuple(durations), start_s=tuple(op_starts))
 
 
-def _charge_gaps(ops: Sequence[Op], timed: dict[str, tuple[float, float]]) -> None:
+def _charge_gaps(
+    ops: Sequence[Op], timed: dict[str, tuple[float, float]], *, ready_s: float | None = None
+) -> None:
     """Charge each computation op with the time the worker spent before it for no recorded
     reason: from when it could have started (its predecessor on the worker done, its inputs and
     pulls arrived) to when it did. Python between layers, hooks and thread hand-offs take real
     time that no op records; left out, the simulator replays a step faster than it ran.
+    ``ready_s``: when the worker became free for the step's first op (default: not known, and
+    the first op is charged only for waiting on its inputs).
     """
     by_id = {op.id: op for op in ops}
     compute = sorted(
         (timed[op.id][0], op.id) for op in ops if op.resource is Resource.WORKER and op.id in timed
     )
-    previous_end = -float("inf")
+    previous_end = -float("inf") if ready_s is None else ready_s
     for start, op_id in compute:
         ready = previous_end
         for dep in by_id[op_id].deps:
@@ -175,6 +200,30 @@ def _charge_gaps(ops: Sequence[Op], timed: dict[str, tuple[float, float]]) -> No
                 ready = max(ready, timed[dep][0] + timed[dep][1])
         duration = timed[op_id][1]
         if ready > -float("inf") and start > ready:
+            duration += start - ready
+            timed[op_id] = (ready, duration)
+        previous_end = max(previous_end, timed[op_id][0] + duration)
+
+
+def _charge_update_gaps(
+    ops: Sequence[Op], timed: dict[str, tuple[float, float]], reduced: Mapping[str, float]
+) -> None:
+    """In a run without transfers, charge each layer's update with the time the worker spent
+    before it for no recorded reason: from when it could have started (the worker's previous
+    op done, the layer's one-worker all-reduce returned) to when it did. Waking up for each
+    all-reduce's completion takes real time that no op records.
+    """
+    worker_ops = [timed[op.id] for op in ops if op.resource is Resource.WORKER and op.id in timed]
+    previous_end = max((start + duration for start, duration in worker_ops), default=0.0)
+    updates = sorted(
+        (timed[op.id][0], op.id, op.layer or "")
+        for op in ops
+        if op.kind is OpKind.UPDATE and op.id in timed
+    )
+    for start, op_id, layer in updates:
+        ready = max(previous_end, reduced.get(layer, previous_end))
+        duration = timed[op_id][1]
+        if start > ready:
             duration += start - ready
             timed[op_id] = (ready, duration)
         previous_end = max(previous_end, timed[op_id][0] + duration)

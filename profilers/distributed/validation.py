@@ -8,7 +8,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    First the link is measured (:mod:`profilers.link_sharing`): the goodput of one flow (the
    bandwidth to predict with) and how unevenly concurrent flows share it: the spread of the share
    ratios of two flows, started together or one half-way through the other, is the simulator's
-   ``flow_weight_cv``. Without it every rank talks over loopback.
+   ``flow_weight_cv``. For ring AllReduce also a ring of two nodes all-reducing the model's
+   layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): its goodput is
+   the ring predictions' bandwidth. Without the testbed every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.
@@ -45,7 +47,9 @@ from dataclasses import dataclass
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
+from profilers.distributed.measurements import MeasuredPoint, Measurements
 from profilers.distributed.records import RunResult, SlowdownReport
+from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed, available_cores
 from profilers.distributed.to_trace import run_to_trace, with_compute_of
@@ -54,15 +58,18 @@ from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
 from simcore.report.table import Column, Table
-from simcore.sim import SimulationConfig, simulate
+from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.model import OpKind, Trace
 from simcore.units import format_bandwidth
 
 __all__ = [
+    "Predictor",
     "ValidationPoint",
     "ValidationReport",
+    "assess",
     "colocation_slowdown",
     "effective_bandwidth_bps",
+    "measure",
     "report_tables",
     "report_text",
     "validate",
@@ -133,6 +140,9 @@ class ValidationReport:
     cores: int = 0  # of the machine (ring AllReduce workers share them all); 0: not known
     alone_trace: Trace | None = None  # the computation without transfers, which the sim replays
     comm_cpu: CommCpuFit | None = None  # the transfers' CPU work, fitted to the solo run
+    measurements: Measurements | None = None  # every run, to assess again or look into
+    predictor: Predictor | None = None  # what made the ``simulated`` predictions
+    ring_bandwidth_bps: float | None = None  # the ring predictions' link; None: bandwidth_bps
 
     def abs_errors(self, predictor: str) -> list[float]:
         """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
@@ -190,7 +200,8 @@ def validate(
     seed: int = 0,
     progress: Progress | None = None,
 ) -> ValidationReport:
-    """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module).
+    """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
+    :func:`measure`, then :func:`assess`.
 
     Parameters
     ----------
@@ -214,6 +225,40 @@ def validate(
     ConfigError : a bad argument, or the testbed is not permitted here.
     DistributedRunError : a run failed.
     """
+    measured = measure(
+        model,
+        batch_size=batch_size,
+        workers_max=workers_max,
+        architectures=architectures,
+        repetitions=repetitions,
+        steps=steps,
+        warmup=warmup,
+        overlap=overlap,
+        link_rate_bps=link_rate_bps,
+        threads=threads,
+        seed=seed,
+        progress=progress,
+    )
+    return assess(measured, bandwidth_bps=bandwidth_bps, progress=progress)
+
+
+def measure(
+    model: str,
+    *,
+    batch_size: int = 32,
+    workers_max: int = 4,
+    architectures: Sequence[str] = ("ps-async", "ps-sync", "allreduce"),
+    repetitions: int = 3,
+    steps: int = 100,
+    warmup: int = 10,
+    overlap: str = "layerwise",
+    link_rate_bps: float | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Measurements:
+    """The real part of a validation: the link (on the testbed), the solo profile, the
+    computation alone and ``repetitions`` runs of every point. Arguments as :func:`validate`."""
     if workers_max < 1 or repetitions < 1:
         raise ConfigError(
             f"workers_max and repetitions must be >= 1, got {workers_max}, {repetitions}"
@@ -228,57 +273,108 @@ def validate(
         threads=threads,
         seed=seed,
     )
+    archs = [Architecture(name) for name in architectures]
     testbed = Testbed(link_rate_bps, available_cores())
     sharing = None
     if link_rate_bps is not None:
         sharing = measure_link_sharing(link_rate_bps)
         say(link_sharing_text(sharing))
     solo = testbed.run(base)
+    say(f"solo profile: {solo.examples_per_s:.1f} examples/s")
+    alone = testbed.run(_run_config(base, Architecture.ALLREDUCE, 1))
+    ring = None
+    if link_rate_bps is not None and Architecture.ALLREDUCE in archs and workers_max >= 2:
+        # The ring's own goodput over two nodes: as few machines as measuring the link takes.
+        ring = measure_ring_goodput(
+            tuple(solo.layer_nbytes.values()), workers=2, link_rate_bps=link_rate_bps
+        )
+        say(ring_goodput_text(ring, sharing.goodput_bps() if sharing else None))
+    points = []
+    for arch in archs:
+        for workers in range(1, workers_max + 1):
+            config = _run_config(base, arch, workers)
+            runs = tuple(testbed.run(config) for _ in range(repetitions))
+            mean = statistics.fmean(r.examples_per_s for r in runs)
+            say(f"{arch.value} W={workers}: measured {mean:.1f} examples/s")
+            points.append(MeasuredPoint(arch, workers, runs))
+    return Measurements(
+        base, link_rate_bps, testbed.cores, sharing, solo, alone, tuple(points), ring
+    )
+
+
+def assess(
+    measured: Measurements,
+    *,
+    bandwidth_bps: float | None = None,
+    progress: Progress | None = None,
+) -> ValidationReport:
+    """Predict every measured point from the solo profile and compare (no real runs: a saved
+    validation can be assessed again, e.g. after a change to the model).
+
+    ``bandwidth_bps``: the link for the predictions; None: the testbed's one-flow goodput, or
+    on loopback the bandwidth fitted to the solo run's transfers.
+
+    Raises
+    ------
+    ConfigError : the runs cannot be turned into a trace (see :func:`run_to_trace`).
+    """
+    say = progress or (lambda _line: None)
+    solo, sharing = measured.solo, measured.sharing
+    testbed = Testbed(measured.link_rate_bps, measured.cores)
     trace = run_to_trace(solo)
-    alone = with_compute_of(trace, testbed.run(_run_config(base, Architecture.ALLREDUCE, 1)))
+    alone = with_compute_of(trace, measured.alone)
+    ring_bandwidth_bps = None
     if bandwidth_bps is None:
         bandwidth_bps = sharing.goodput_bps() if sharing else effective_bandwidth_bps(trace)
+        if measured.ring is not None:
+            ring_bandwidth_bps = measured.ring.goodput_bps()
     weight_cv = sharing.weight_cv() if sharing else 0.0
-    fitting = Predictor(trace, bandwidth_bps, base, testbed, weight_cv)
+    fitting = Predictor(
+        trace,
+        bandwidth_bps,
+        measured.base,
+        testbed,
+        weight_cv,
+        ring_bandwidth_bps=ring_bandwidth_bps,
+    )
     comm_cpu = fit_comm_cpu(
         alone,
         compute_s_per_step(trace),
         fitting.config(Architecture.PS_ASYNC, 1, ideal=False),
     )
     model_of = dataclasses.replace(fitting, alone=alone, comm_cpu_s_per_byte=comm_cpu.s_per_byte)
-    say(
-        f"solo profile: {solo.examples_per_s:.1f} examples/s; predicting with a link of "
-        f"{bandwidth_bps / 1e9:.3f} Gbit/s, flow weight cv {weight_cv:.3f}; "
-        f"{comm_cpu_text(comm_cpu)}"
+    ring_text = (
+        ""
+        if ring_bandwidth_bps is None
+        else f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
     )
-    points = []
-    for name in architectures:
-        arch = Architecture(name)
-        for workers in range(1, workers_max + 1):
-            config = _run_config(base, arch, workers)
-            runs = [testbed.run(config) for _ in range(repetitions)]
-            point = model_of.point(arch, workers, runs, solo)
-            say(f"{name} W={workers}: measured {point.measured_mean:.1f} examples/s")
-            points.append(point)
+    say(
+        f"predicting with a link of {bandwidth_bps / 1e9:.3f} Gbit/s{ring_text}, flow weight "
+        f"cv {weight_cv:.3f}; {comm_cpu_text(comm_cpu)}"
+    )
+    points = tuple(model_of.point(p.architecture, p.workers, p.runs, solo) for p in measured.points)
     # The profile against its own run: what the trace misses (gaps between ops) shows here,
     # apart from any effect of W.
     solo_sim = model_of.simulated(Architecture.PS_ASYNC, 1)
     return ValidationReport(
         trace.metadata.model_name,
-        batch_size,
+        measured.base.batch_size,
         bandwidth_bps,
         testbed.worker_cores(Architecture.PS_ASYNC),
-        threads,
+        measured.base.threads or 1,
         trace,
-        tuple(points),
+        points,
         solo.examples_per_s,
         solo_sim,
-        link_rate_bps,
+        measured.link_rate_bps,
         sharing,
         weight_cv,
         len(testbed.cores),
         alone,
         comm_cpu,
+        measured,
+        model_of,
+        ring_bandwidth_bps,
     )
 
 
@@ -298,6 +394,7 @@ class Predictor:
     flow_weight_cv: float
     alone: Trace | None = None  # the computation without transfers; None: replay ``trace``
     comm_cpu_s_per_byte: float = 0.0  # the transfers' CPU work, with ``alone``
+    ring_bandwidth_bps: float | None = None  # a ring AllReduce's measured goodput; None: link's
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -316,6 +413,8 @@ class Predictor:
         )
         if ideal:
             return config
+        if sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
+            config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
         return dataclasses.replace(
             config,
@@ -328,8 +427,21 @@ class Predictor:
         )
 
     def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
-        trace = self.trace if ideal or self.alone is None else self.alone
-        return simulate(trace, self.config(arch, workers, ideal=ideal)).examples_per_s.value
+        return self.simulation(arch, workers, ideal=ideal).examples_per_s.value
+
+    def replayed_trace(self, *, ideal: bool = False) -> Trace:
+        """The trace the simulator replays: the computation alone, or (``ideal``) the profile."""
+        return self.trace if ideal or self.alone is None else self.alone
+
+    def simulation(
+        self, arch: Architecture, workers: int, *, ideal: bool = False, timeline: bool = False
+    ) -> SimulationResult:
+        """The simulated run behind a prediction; ``timeline``: one replication, with its
+        timeline (to draw next to a measured run)."""
+        config = self.config(arch, workers, ideal=ideal)
+        if timeline:
+            config = dataclasses.replace(config, timeline=True, replications=1)
+        return simulate(self.replayed_trace(ideal=ideal), config)
 
     def point(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult], solo: RunResult
@@ -434,6 +546,11 @@ def report_text(report: ValidationReport) -> str:
     ]
     if report.link_sharing is not None:
         lines += [link_sharing_text(report.link_sharing), ""]
+    ring = report.measurements.ring if report.measurements is not None else None
+    if ring is not None:
+        one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None
+        used = "used" if report.ring_bandwidth_bps is not None else "not used (--bandwidth given)"
+        lines.append(f"{ring_goodput_text(ring, one_flow)}; {used} for the ring's predictions")
     if report.comm_cpu is not None:
         lines.append(comm_cpu_text(report.comm_cpu))
     solo_error = (report.solo_simulated - report.solo_examples_per_s) / report.solo_examples_per_s

@@ -87,6 +87,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"torch threads per rank (default {THREADS})",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the model and data (default 0)")
+    p.add_argument(
+        "--from-runs",
+        metavar="FILE",
+        help="predict again from the runs an earlier validation saved (validate-runs.json.gz) "
+        "instead of running anything; the options above, except --bandwidth, are then those "
+        "of the saved runs",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -101,16 +108,28 @@ def register(subparsers: Any) -> None:
     add_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     p.add_argument("-o", "--out", help="also write the solo trace to this file (.json)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument(
+        "--save-runs",
+        metavar="FILE",
+        help="also keep every run's timestamps in FILE (.json, or .json.gz compressed) to "
+        "predict again later with --from-runs",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing --out/--save-runs")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
 
 def validate_with(args: argparse.Namespace) -> ValidationReport:
-    """Run the validation the options describe (shared with ``scenarios/validate.py``)."""
-    from profilers.distributed.validation import validate
+    """Run the validation the options describe, or with ``--from-runs`` assess saved runs
+    (shared with ``scenarios/validate.py``)."""
+    from profilers.distributed.measurements import load_measurements
+    from profilers.distributed.validation import assess, validate
 
     bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
+    progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
+    if args.from_runs:
+        measured = load_measurements(args.from_runs)
+        return assess(measured, bandwidth_bps=bandwidth, progress=progress)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     return validate(
         args.model,
@@ -125,7 +144,7 @@ def validate_with(args: argparse.Namespace) -> ValidationReport:
         link_rate_bps=rate,
         threads=args.threads,
         seed=args.seed,
-        progress=None if args.quiet else lambda line: print(line, file=sys.stderr),
+        progress=progress,
     )
 
 
@@ -133,9 +152,14 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
-    if args.out:
-        refuse_existing(args.out, args.force)  # fail before minutes of training, not after
+    for path in (args.out, args.save_runs):
+        if path:
+            refuse_existing(path, args.force)  # fail before minutes of training, not after
     report = validate_with(args)
+    if args.save_runs and report.measurements is not None:
+        from profilers.distributed.measurements import save_measurements
+
+        save_measurements(report.measurements, args.save_runs, overwrite=args.force)
     if args.out:
         from simcore.trace.io import save_trace
 
@@ -152,6 +176,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "model_name": report.model_name,
         "batch_size": report.batch_size,
         "bandwidth_bps": report.bandwidth_bps,
+        "ring_bandwidth_bps": report.ring_bandwidth_bps,
         "host_cpu_cores": report.host_cpu_cores,
         "threads": report.threads,
         "solo_examples_per_s": report.solo_examples_per_s,

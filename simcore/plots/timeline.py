@@ -434,6 +434,58 @@ def plot_profiled_vs_simulated(
     return save_figure(fig, path, overwrite=overwrite)
 
 
+def plot_measured_vs_simulated(
+    measured: Sequence[TimelineSpan],
+    result: SimulationResult,
+    path: str | os.PathLike[str],
+    *,
+    measured_steps: tuple[int, int],
+    simulated_steps: tuple[int, int],
+    trace: Trace | None = None,
+    title: str,
+    overwrite: bool = False,
+) -> Path:
+    """A measured multi-worker run above the simulated one, on one time scale: where the model
+    departs from the real run shows as bars that do not line up.
+
+    ``measured`` are a real run's timeline spans (``profilers.distributed.export``), drawn from
+    the start of step ``measured_steps[0]`` to the end of ``measured_steps[1]``; the simulated
+    run (it needs a timeline) likewise for ``simulated_steps``, with ``trace`` the trace it
+    replayed (for the op kinds of its timeline).
+    """
+    timeline = result.timeline
+    if timeline is None:
+        raise ConfigError("result: has no timeline; simulate with SimulationConfig(timeline=True)")
+    _, _, real_window = select(measured, steps=measured_steps)
+    _, _, sim_window = select(timeline, steps=simulated_steps, trace=trace, arch=result.config.arch)
+    width = max(real_window[1] - real_window[0], sim_window[1] - sim_window[0])
+    workers = len({s.worker for s in _steps(measured)})
+    fig, (top, bottom) = new_figure(2, 1, size=(11.0, 2.2 + 1.1 * workers * 2), sharex=False)
+    real = draw_timeline(
+        top, measured, steps=measured_steps, origin_s=real_window[0], xlim_s=width, legend=False
+    )
+    top.set_title(f"measured, steps {_steps_text(measured_steps)}", fontsize=9, pad=12)
+    top.set_xlabel(f"time since the first step shown began ({real.unit})")
+    sim = draw_timeline(
+        bottom,
+        timeline,
+        steps=simulated_steps,
+        trace=trace,
+        arch=result.config.arch,
+        origin_s=sim_window[0],
+        xlim_s=width,
+    )
+    bottom.set_title(f"simulated, steps {_steps_text(simulated_steps)}", fontsize=9, pad=12)
+    bottom.set_xlabel(f"time since the first step shown began ({sim.unit})")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path, overwrite=overwrite)
+
+
+def _steps_text(steps: tuple[int, int]) -> str:
+    return f"{steps[0]}" if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
+
+
 def _number(process: str) -> int:
     tail = process.rsplit(" ", 1)[-1]
     return int(tail) if tail.isdigit() else 0
@@ -564,6 +616,8 @@ def _axes_style(
 
     def label(row: Row) -> str:
         text = row.kind + (f" ps{row.server}" if servers and row.kind != "compute" else "")
+        if row.worker < 0:  # a measured sync server's work for all workers at once
+            return f"all {text}"
         return f"w{row.worker} {text}" if many else text
 
     ax.set_yticks([i + 0.5 for i in range(len(rows))])

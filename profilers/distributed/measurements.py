@@ -1,0 +1,232 @@
+"""What a validation measured, kept in one file: predicting again needs no new runs.
+
+A validation spends tens of minutes on real training and a few seconds on predictions. Keeping
+every run's timestamps (and the link measurement) lets a changed model, another bandwidth or a
+closer look at one run's timeline be checked against the same ground truth, and lets others see
+exactly what was measured. The file is JSON (gzip-compressed when its name ends in ``.gz``)::
+
+    {"schema": "sgdsim.validation_measurements", "schema_version": 1,
+     "base": {RunConfig of the runs: model, batch, steps, warm-up, overlap, threads, seed},
+     "link_rate_bps": 1e8 | null,          # the testbed's shaped rate; null: loopback
+     "cores": [0, 1],                      # the cores the runs used (servers pinned to the first)
+     "link_sharing": {...} | null,         # profilers.link_sharing.sharing_to_dict
+     "ring_goodput": {"workers": 2, "layer_nbytes": [...], "times_s": [...],
+                      "link_rate_bps": 1e8} | null,   # optional: a ring AllReduce alone
+     "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
+     "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profilers.distributed.config import Architecture, RunConfig
+from profilers.distributed.records import RunResult, run_from_dict, run_to_dict
+from profilers.distributed.ring_goodput import RingGoodput
+from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
+from simcore.errors import ConfigError
+from simcore.files import atomic_output
+
+__all__ = [
+    "MeasuredPoint",
+    "Measurements",
+    "load_measurements",
+    "measurements_from_dict",
+    "measurements_to_dict",
+    "save_measurements",
+]
+
+SCHEMA = "sgdsim.validation_measurements"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """The repeated real runs of one architecture at one worker count."""
+
+    architecture: Architecture
+    workers: int
+    runs: tuple[RunResult, ...]
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Everything one validation ran: the link, the two one-worker runs and every point's runs.
+
+    ``base`` is the runs' common configuration (its architecture and worker count are those of
+    the solo run); ``solo`` the one-worker parameter-server run (the profile), ``alone`` the
+    one-worker ring run (the computation without transfers); ``ring`` the goodput of a ring
+    AllReduce of the model's layers alone, on the testbed (None: not measured).
+    """
+
+    base: RunConfig
+    link_rate_bps: float | None
+    cores: tuple[int, ...]
+    sharing: LinkSharingReport | None
+    solo: RunResult
+    alone: RunResult
+    points: tuple[MeasuredPoint, ...]
+    ring: RingGoodput | None = None
+
+
+def measurements_to_dict(m: Measurements) -> dict[str, Any]:
+    """JSON-ready data (the module doc shows the layout)."""
+    base = run_to_dict(RunResult(m.base, m.solo.model_name, m.solo.layer_nbytes, (), ()))["config"]
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "base": base,
+        "link_rate_bps": m.link_rate_bps,
+        "cores": list(m.cores),
+        "link_sharing": None if m.sharing is None else sharing_to_dict(m.sharing),
+        "ring_goodput": None if m.ring is None else _ring_to_dict(m.ring),
+        "solo": run_to_dict(m.solo),
+        "alone": run_to_dict(m.alone),
+        "points": [
+            {
+                "architecture": p.architecture.value,
+                "workers": p.workers,
+                "runs": [run_to_dict(r) for r in p.runs],
+            }
+            for p in m.points
+        ],
+    }
+
+
+def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
+    """The measurements :func:`measurements_to_dict` wrote.
+
+    Raises
+    ------
+    ConfigError : another schema or version, a missing or malformed field, or runs that do not
+        belong together (another model or batch size than the solo run); the message names
+        ``source`` and the field.
+    """
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ConfigError(f"{source}: not validation measurements (schema {SCHEMA!r} expected)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ConfigError(
+            f"{source}: schema_version {data.get('schema_version')!r} is not supported (this "
+            f"sgdsim reads {SCHEMA_VERSION})"
+        )
+    for key in ("base", "link_rate_bps", "cores", "link_sharing", "solo", "alone", "points"):
+        if key not in data:
+            raise ConfigError(f"{source}: missing field {key!r}")
+    solo = run_from_dict(data["solo"], f"{source}: solo")
+    alone = run_from_dict(data["alone"], f"{source}: alone")
+    base = run_from_dict({**data["solo"], "config": data["base"]}, f"{source}: base").config
+    points = []
+    for i, raw in enumerate(data["points"]):
+        where = f"{source}: points[{i}]"
+        try:
+            arch = Architecture(raw["architecture"])
+            workers = int(raw["workers"])
+            runs = tuple(run_from_dict(r, f"{where}: runs[{k}]") for k, r in enumerate(raw["runs"]))
+        except KeyError as err:
+            raise ConfigError(f"{where}: missing field {err}") from None
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{where}: {err}") from None
+        if not runs:
+            raise ConfigError(f"{where}: no runs")
+        for k, run in enumerate(runs):
+            if run.config.architecture is not arch or run.config.workers != workers:
+                raise ConfigError(
+                    f"{where}: runs[{k}] is {run.config.architecture.value} with "
+                    f"{run.config.workers} worker(s), the point {arch.value} with {workers}"
+                )
+        points.append(MeasuredPoint(arch, workers, runs))
+    for what, run in (
+        ("alone", alone),
+        *((f"a run of {p.architecture.value} W={p.workers}", r) for p in points for r in p.runs),
+    ):
+        if run.model_name != solo.model_name or run.config.batch_size != solo.config.batch_size:
+            raise ConfigError(
+                f"{source}: {what} trained {run.model_name} with batch "
+                f"{run.config.batch_size}, the solo run {solo.model_name} with batch "
+                f"{solo.config.batch_size}"
+            )
+    rate = data["link_rate_bps"]
+    sharing = data["link_sharing"]
+    try:
+        cores = tuple(int(c) for c in data["cores"])
+        link_rate = None if rate is None else float(rate)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{source}: cores or link_rate_bps: {err}") from None
+    if not cores:
+        raise ConfigError(f"{source}: cores: empty")
+    ring = data.get("ring_goodput")
+    return Measurements(
+        base=base,
+        link_rate_bps=link_rate,
+        cores=cores,
+        sharing=None if sharing is None else sharing_from_dict(sharing, source),
+        solo=solo,
+        alone=alone,
+        points=tuple(points),
+        ring=None if ring is None else _ring_from_dict(ring, source),
+    )
+
+
+def _ring_to_dict(ring: RingGoodput) -> dict[str, Any]:
+    return {
+        "workers": ring.workers,
+        "layer_nbytes": list(ring.layer_nbytes),
+        "times_s": list(ring.times_s),
+        "link_rate_bps": ring.link_rate_bps,
+    }
+
+
+def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
+    try:
+        rate = raw["link_rate_bps"]
+        ring = RingGoodput(
+            int(raw["workers"]),
+            tuple(int(n) for n in raw["layer_nbytes"]),
+            tuple(float(t) for t in raw["times_s"]),
+            None if rate is None else float(rate),
+        )
+    except KeyError as err:
+        raise ConfigError(f"{source}: ring_goodput: missing field {err}") from None
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{source}: ring_goodput: {err}") from None
+    if ring.workers < 2 or not ring.times_s or min(ring.times_s) <= 0 or not ring.layer_nbytes:
+        raise ConfigError(
+            f"{source}: ring_goodput: needs workers >= 2, positive times and layers; got "
+            f"{ring.workers}, {list(ring.times_s)}, {list(ring.layer_nbytes)}"
+        )
+    return ring
+
+
+def save_measurements(
+    m: Measurements, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
+    """Write the measurements atomically (gzip if ``path`` ends in ``.gz``); an existing file is
+    replaced only with ``overwrite``."""
+    text = json.dumps(measurements_to_dict(m), separators=(",", ":"), allow_nan=False) + "\n"
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        if str(path).endswith(".gz"):
+            # mtime=0: the same measurements give the same bytes
+            tmp.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
+        else:
+            tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def load_measurements(path: str | os.PathLike[str]) -> Measurements:
+    """Read :func:`save_measurements`'s file; ConfigError naming the file when it cannot."""
+    target = Path(path)
+    try:
+        raw = target.read_bytes()
+        if raw[:2] == b"\x1f\x8b":  # gzip, whatever the name
+            raw = gzip.decompress(raw)
+        data = json.loads(raw.decode("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{target}: no such file") from None
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{target}: cannot read validation measurements: {err}") from None
+    return measurements_from_dict(data, str(target))

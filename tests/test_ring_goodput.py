@@ -1,0 +1,64 @@
+"""The ring AllReduce goodput benchmark: its formula, its errors, and a run on a shaped link."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from profilers.distributed.ring_goodput import (
+    RingGoodput,
+    measure_ring_goodput,
+    ring_goodput_text,
+)
+from profilers.netns import check_permitted
+from simcore.errors import ConfigError
+
+
+def test_goodput_is_the_ring_formula_over_the_median_time() -> None:
+    # W = 4 moves 2 * 3/4 of 1 MB per link: 12 Mbit; the median of 1, 2, 6 s is 2 s.
+    ring = RingGoodput(4, (600_000, 400_000), (1.0, 6.0, 2.0))
+    assert ring.bits_per_link == pytest.approx(12e6)
+    assert ring.goodput_bps() == pytest.approx(6e6)
+    text = ring_goodput_text(ring, one_flow_bps=8e6)
+    assert "1.00 MB in 2 layer(s) over 4 nodes" in text and "0.75 of one flow's" in text
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"workers": 1}, {"repeats": 0}, {"warmup": -1}],
+)
+def test_bad_arguments_fail_before_anything_starts(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="ring goodput: needs workers >= 2"):
+        measure_ring_goodput([4000], **kwargs)
+    with pytest.raises(ConfigError, match="layers of >= 4 bytes"):
+        measure_ring_goodput([])
+
+
+def test_two_ranks_on_loopback_time_every_repetition() -> None:
+    ring = measure_ring_goodput([40_000, 4_000], workers=2, repeats=3, warmup=1)
+    assert ring.workers == 2 and ring.layer_nbytes == (40_000, 4_000)
+    assert len(ring.times_s) == 3 and min(ring.times_s) > 0
+    assert ring.link_rate_bps is None and ring.goodput_bps() > 0
+
+
+def namespaces() -> set[str]:
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return {line.split()[0] for line in listing.stdout.splitlines() if line.strip()}
+
+
+@pytest.mark.slow
+def test_on_a_shaped_link_the_ring_stays_below_the_rate() -> None:
+    try:
+        check_permitted()
+    except ConfigError as err:
+        pytest.skip(f"emulated cluster not possible here: {err}")
+    before = namespaces()
+    # 2 MB at 100 Mbit/s: 0.17 s per repetition, long enough for the shaping to dominate.
+    ring = measure_ring_goodput([2_000_000], workers=2, link_rate_bps=100e6, repeats=5)
+    assert namespaces() == before  # the cluster is gone
+    # Below the rate (tbf counts the headers). Not far below: on an idle machine 0.9-0.95 of
+    # it; TCP's recoveries and a busy machine's scheduling make some repetitions much slower.
+    assert 0.4 * 100e6 < ring.goodput_bps() < 100e6
+    assert ring.link_rate_bps == 100e6

@@ -1,0 +1,199 @@
+"""A validation's measurements saved and read back: runs, the link measurement, errors.
+
+These build small runs by hand (no training): the round trips must give back every field, and a
+damaged or mismatched file must fail with a message that names the file and the field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profilers.distributed.config import Architecture, RunConfig
+from profilers.distributed.measurements import (
+    MeasuredPoint,
+    Measurements,
+    load_measurements,
+    measurements_from_dict,
+    measurements_to_dict,
+    save_measurements,
+)
+from profilers.distributed.records import RunResult, Span, StepRecord, run_from_dict, run_to_dict
+from profilers.distributed.ring_goodput import RingGoodput
+from profilers.link_sharing import (
+    LinkSharingReport,
+    SharingTrial,
+    sharing_from_dict,
+    sharing_to_dict,
+)
+from simcore.errors import ConfigError
+
+
+def a_run(
+    arch: str = "ps-async", workers: int = 1, batch: int = 8, model: str = "mlp"
+) -> RunResult:
+    servers = 0 if arch == "allreduce" else 1
+    config = RunConfig(
+        model,
+        architecture=arch,
+        workers=workers,
+        servers=servers,
+        batch_size=batch,
+        steps=3,
+        warmup=1,
+        threads=1,
+    )
+    steps = tuple(
+        StepRecord(w, n, 10.0 + n + 0.1 * w, 10.9 + n + 0.1 * w, 2.3 - 0.1 * n)
+        for w in range(workers)
+        for n in range(3)
+    )
+    spans = tuple(
+        Span(servers + w, w, n, "fc1", kind, 10.0 + n + 0.01 * i, 0.005 * (i + 1))
+        for w in range(workers)
+        for n in range(3)
+        for i, kind in enumerate(("forward", "backward", "push" if servers else "allreduce"))
+    )
+    return RunResult(config, model, {"fc1": 4000, "fc2": 400}, spans, steps)
+
+
+def measurements(with_sharing: bool = True) -> Measurements:
+    sharing = LinkSharingReport(
+        1e8,
+        (
+            SharingTrial("into", 1000, (0.5,)),
+            SharingTrial("out of", 1000, (0.45,)),
+            SharingTrial("out of", 1000, (0.9, 1.0)),
+            SharingTrial("into", 1000, (0.7, 1.1), 0.25),
+        ),
+    )
+    base = RunConfig("mlp", batch_size=8, steps=3, warmup=1, threads=1)
+    points = (
+        MeasuredPoint(Architecture.PS_SYNC, 1, (a_run("ps-sync"),)),
+        MeasuredPoint(Architecture.PS_SYNC, 2, (a_run("ps-sync", 2), a_run("ps-sync", 2))),
+        MeasuredPoint(Architecture.ALLREDUCE, 2, (a_run("allreduce", 2),)),
+    )
+    ring = RingGoodput(2, (4000, 400), (0.01, 0.012), 1e8) if with_sharing else None
+    return Measurements(
+        base,
+        1e8,
+        (0, 1),
+        sharing if with_sharing else None,
+        a_run(),
+        a_run("allreduce"),
+        points,
+        ring,
+    )
+
+
+def test_a_run_comes_back_with_every_timestamp() -> None:
+    run = a_run("ps-sync", 2)
+    back = run_from_dict(json.loads(json.dumps(run_to_dict(run))))
+    assert back.config == run.config
+    assert back.spans == run.spans and back.steps == run.steps
+    assert back.layer_nbytes == run.layer_nbytes and back.model_name == "mlp"
+    assert back.examples_per_s == run.examples_per_s  # 2 workers, 2 measured steps each
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: d.update(schema="other"), "not a distributed run"),
+        (lambda d: d.update(schema_version=9), "schema_version 9"),
+        (lambda d: d.pop("steps"), "steps: missing field 'steps'"),
+        (lambda d: d["spans"][0].pop(), "spans: "),
+        (lambda d: d["config"].update(workers=0), "config: workers: must be an integer >= 1"),
+        (lambda d: d["steps"][0].update(end_s="late"), "steps: could not convert"),
+    ],
+)
+def test_a_damaged_run_names_the_source_and_the_field(damage: Any, message: str) -> None:
+    data = json.loads(json.dumps(run_to_dict(a_run())))
+    damage(data)
+    with pytest.raises(ConfigError, match=f"run.json: {message}"):
+        run_from_dict(data, "run.json")
+
+
+def test_the_link_measurement_comes_back_and_gives_the_same_estimates() -> None:
+    report = measurements().sharing
+    assert report is not None
+    back = sharing_from_dict(json.loads(json.dumps(sharing_to_dict(report))))
+    assert back == report
+    assert back.goodput_bps() == report.goodput_bps()
+    assert back.weight_cv() == report.weight_cv()
+    data = sharing_to_dict(report)
+    data["trials"][1]["direction"] = "sideways"
+    with pytest.raises(ConfigError, match=r"f\.json: link sharing: .*'sideways'"):
+        sharing_from_dict(data, "f.json")
+    del data["rate_bps"]
+    with pytest.raises(ConfigError, match="missing field 'rate_bps'"):
+        sharing_from_dict(data, "f.json")
+
+
+@pytest.mark.parametrize("name", ["runs.json", "runs.json.gz"])
+@pytest.mark.parametrize("with_sharing", [True, False])
+def test_measurements_round_trip_through_a_file(
+    tmp_path: Path, name: str, with_sharing: bool
+) -> None:
+    m = measurements(with_sharing)
+    path = save_measurements(m, tmp_path / name)
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")
+    back = load_measurements(path)
+    assert measurements_to_dict(back) == measurements_to_dict(m)
+    assert back.base == m.base and back.cores == (0, 1) and back.link_rate_bps == 1e8
+    assert back.ring == m.ring
+    assert [(p.architecture, p.workers, len(p.runs)) for p in back.points] == [
+        (Architecture.PS_SYNC, 1, 1),
+        (Architecture.PS_SYNC, 2, 2),
+        (Architecture.ALLREDUCE, 2, 1),
+    ]
+    with pytest.raises(ConfigError, match="already exists"):
+        save_measurements(m, path)
+    save_measurements(m, path, overwrite=True)
+    if name.endswith(".gz"):  # no timestamp in the gzip header: same measurements, same bytes
+        first = path.read_bytes()
+        save_measurements(m, path, overwrite=True)
+        assert path.read_bytes() == first
+
+
+def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None:
+    data = measurements_to_dict(measurements())
+    wrong_w = json.loads(json.dumps(data))
+    wrong_w["points"][1]["workers"] = 3
+    with pytest.raises(ConfigError, match=r"m.json: points\[1\]: runs\[0\] is ps-sync with 2"):
+        measurements_from_dict(wrong_w, "m.json")
+    other_batch = json.loads(json.dumps(data))
+    other_batch["points"][2]["runs"][0] = run_to_dict(a_run("allreduce", 2, batch=16))
+    with pytest.raises(ConfigError, match="allreduce W=2 trained mlp with batch 16"):
+        measurements_from_dict(other_batch, "m.json")
+    empty = json.loads(json.dumps(data))
+    empty["points"][0]["runs"] = []
+    with pytest.raises(ConfigError, match=r"points\[0\]: no runs"):
+        measurements_from_dict(empty, "m.json")
+    bad_ring = json.loads(json.dumps(data))
+    bad_ring["ring_goodput"]["times_s"] = []
+    with pytest.raises(ConfigError, match=r"m\.json: ring_goodput: needs workers >= 2"):
+        measurements_from_dict(bad_ring, "m.json")
+    no_ring = json.loads(json.dumps(data))
+    del no_ring["ring_goodput"]  # optional: files from before it was measured
+    assert measurements_from_dict(no_ring, "m.json").ring is None
+    missing = json.loads(json.dumps(data))
+    del missing["alone"]
+    with pytest.raises(ConfigError, match=r"m\.json: missing field 'alone'"):
+        measurements_from_dict(missing, "m.json")
+
+
+def test_unreadable_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nothing\.json.gz: no such file"):
+        load_measurements(tmp_path / "nothing.json.gz")
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(gzip.compress(b'{"schema": "sgdsim.validation_measurements"')[:-6])
+    with pytest.raises(ConfigError, match=r"broken\.json.gz: cannot read validation measurements"):
+        load_measurements(broken)
+    other = tmp_path / "trace.json"
+    other.write_text('{"schema": "sgdsim.trace"}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"trace\.json: not validation measurements"):
+        load_measurements(other)
