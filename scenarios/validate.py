@@ -15,7 +15,9 @@ Setup
     - the network: loopback, or with ``--testbed RATE`` (root) the emulated cluster, one network
       namespace per rank on a bridge, the server's link (ring: every worker's) shaped by
       ``tc`` to RATE. The link is measured first: one flow's goodput (the bandwidth to predict
-      with, unless ``--bandwidth`` is given) and how concurrent flows share it (FCFS index);
+      with, unless ``--bandwidth`` is given), how concurrent flows share it (FCFS index), and
+      for ring AllReduce the goodput of a ring of two nodes all-reducing the model's layers
+      alone (the ring's bandwidth);
     - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
       and transfers (on loopback the bandwidth is fitted to its transfers);
     - predictions: ``simcore.sim.simulate`` with the workers sharing their cores but not their
