@@ -64,15 +64,19 @@ def test_scenario_prints_and_saves_measured_vs_predicted(
     assert not (again / "validate-runs.json.gz").exists()  # the input is not copied
 
 
+def validate_args(*argv: str) -> argparse.Namespace:
+    """``sgdsim validate ARGV`` parsed by the command's own parser (not the whole CLI's)."""
+    parser = OneLineErrorParser(prog="sgdsim")
+    validate_cmd.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["validate", *argv])
+
+
 def test_cli_command_prints_json_and_saves_the_solo_trace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = OneLineErrorParser(prog="sgdsim")
-    validate_cmd.register(parser.add_subparsers(dest="command"))
     out = tmp_path / "solo.json"
     options = ["--workers-max", "1", "--repetitions", "1", "--arch", "allreduce", "--json"]
-    args = parser.parse_args(["validate", *SMALL, *options, "-o", str(out)])
-    assert isinstance(args, argparse.Namespace)
+    args = validate_args(*SMALL, *options, "-o", str(out))
     assert args.handler(args) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["architecture"] for p in doc["points"]] == ["allreduce"]
@@ -83,20 +87,16 @@ def test_cli_command_prints_json_and_saves_the_solo_trace(
 def test_cli_saves_the_runs_and_assesses_them_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = OneLineErrorParser(prog="sgdsim")
-    validate_cmd.register(parser.add_subparsers(dest="command"))
     runs = tmp_path / "runs.json"
     options = ["--workers-max", "2", "--repetitions", "1", "--arch", "allreduce", "--json"]
-    args = parser.parse_args(["validate", *SMALL, *options, "--save-runs", str(runs)])
+    args = validate_args(*SMALL, *options, "--save-runs", str(runs))
     assert args.handler(args) == 0
     first = json.loads(capsys.readouterr().out)
-    args = parser.parse_args(["validate", "--from-runs", str(runs), "--json", "--quiet"])
+    args = validate_args("--from-runs", str(runs), "--json", "--quiet")
     assert args.handler(args) == 0
     assert json.loads(capsys.readouterr().out) == first
     # Another bandwidth for the predictions: the measurements stay, the predictions move.
-    args = parser.parse_args(
-        ["validate", "--from-runs", str(runs), "--json", "--quiet", "--bandwidth", "1Mbps"]
-    )
+    args = validate_args("--from-runs", str(runs), "--json", "--quiet", "--bandwidth", "1Mbps")
     assert args.handler(args) == 0
     slow = json.loads(capsys.readouterr().out)
     assert slow["bandwidth_bps"] == 1e6
@@ -107,7 +107,7 @@ def test_cli_saves_the_runs_and_assesses_them_again(
         < first["points"][1]["simulated_examples_per_s"]
     )
     # The runs file is not overwritten silently.
-    args = parser.parse_args(["validate", *SMALL, *options, "--save-runs", str(runs)])
+    args = validate_args(*SMALL, *options, "--save-runs", str(runs))
     with pytest.raises(ValueError, match="already exists"):
         args.handler(args)
 

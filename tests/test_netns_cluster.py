@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import network_namespaces
 from torch import nn
 
 from profilers.distributed import RunConfig, run_distributed
 from profilers.distributed.config import Architecture
 from profilers.distributed.testbed import Testbed as Bed  # "Test..." would be collected
 from profilers.link_sharing import measure_link_sharing
-from profilers.netns import check_permitted, enter_namespace
+from profilers.netns import enter_namespace
 from profilers.netns_cluster import emulated_cluster
 from simcore.errors import ConfigError
 
@@ -42,23 +43,6 @@ class WideNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> Any:
         return self.fc2(torch.relu(self.fc1(x)))
-
-
-def namespaces() -> set[str]:
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    return {line.split()[0] for line in listing.stdout.splitlines() if line.strip()}
-
-
-@pytest.fixture
-def root_only() -> Any:
-    """Skip unless namespaces can be made here; afterwards, assert none was left behind."""
-    try:
-        check_permitted()
-    except ConfigError as err:
-        pytest.skip(f"emulated cluster not possible here: {err}")
-    before = namespaces()
-    yield
-    assert namespaces() == before
 
 
 def qdiscs(namespace: str, dev: str) -> str:
@@ -84,7 +68,7 @@ def test_bad_arguments_are_named_before_anything_is_created() -> None:
 
 def test_nodes_talk_through_the_bridge_and_only_shaped_links_have_a_shaper(root_only: Any) -> None:
     with emulated_cluster(3, {0: 50e6}) as cluster:
-        made = namespaces()
+        made = network_namespaces()
         assert {cluster.bridge_namespace, *cluster.namespaces} <= made
         assert "tbf" in qdiscs(cluster.namespaces[0], "eth0")  # what node 0 sends
         assert "tbf" in qdiscs(cluster.bridge_namespace, "p0")  # what node 0 receives
@@ -200,7 +184,7 @@ def test_a_terminated_process_removes_its_cluster(root_only: Any) -> None:
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     made = proc.stdout.readline().split()
-    assert len(made) == 2 and set(made) <= namespaces()
+    assert len(made) == 2 and set(made) <= network_namespaces()
     proc.terminate()
     assert proc.wait(20) == 128 + signal.SIGTERM
-    assert not set(made) & namespaces()
+    assert not set(made) & network_namespaces()

@@ -11,13 +11,13 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import network_namespaces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -299,18 +299,13 @@ def test_unreachable_peer_times_out() -> None:
         measure_network([1024, 2048], rank=1, master_port=port, timeout_s=2)
 
 
-def namespaces() -> set[str]:
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    return {line.split()[0] for line in listing.stdout.splitlines() if line.strip()}
-
-
 @pytest.mark.slow
 def test_netns_testbed_measures_the_shaped_rate() -> None:
     try:
         netns_testbed.check_permitted()
     except ConfigError as err:
         pytest.skip(f"netns testbed not possible here: {err}")
-    before = namespaces()
+    before = network_namespaces()
     try:
         profile = netns_testbed.measure_shaped(
             1e9, min_nbytes=64 << 10, max_nbytes=8 << 20, repeats=3, warmup=2, timeout_s=20
@@ -323,7 +318,7 @@ def test_netns_testbed_measures_the_shaped_rate() -> None:
     # of the full suite. A wrong rate, such as bytes taken for bits, is off by 8x either way.
     assert 0.5e9 <= profile.bandwidth_bps <= 1.05e9
     assert "tbf" in profile.endpoints
-    assert namespaces() == before  # only what it created was created, and it is gone
+    assert network_namespaces() == before  # only what it created was created, and it is gone
 
 
 def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:

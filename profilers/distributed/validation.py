@@ -44,6 +44,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
@@ -187,58 +188,19 @@ def effective_bandwidth_bps(trace: Trace) -> float:
 def validate(
     model: str,
     *,
-    batch_size: int = 32,
-    workers_max: int = 4,
-    architectures: Sequence[str] = ("ps-async", "ps-sync", "allreduce"),
-    repetitions: int = 3,
-    steps: int = 100,
-    warmup: int = 10,
-    overlap: str = "layerwise",
     bandwidth_bps: float | None = None,
-    link_rate_bps: float | None = None,
-    threads: int = 1,
-    seed: int = 0,
     progress: Progress | None = None,
+    **options: Any,
 ) -> ValidationReport:
     """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
-    :func:`measure`, then :func:`assess`.
-
-    Parameters
-    ----------
-    model : built-in name or ``package.module:factory``.
-    batch_size : examples per worker and step.
-    workers_max : largest W.
-    architectures : any of ``ps-async``, ``ps-sync``, ``allreduce``.
-    repetitions : real runs per point.
-    steps, warmup : steps per worker in every real run, and those left out.
-    overlap : ``layerwise`` or ``strict``, for the runs and the predictions alike.
-    bandwidth_bps : link bandwidth for the predictions, bit/s; None: measured (the testbed's
-        one-flow goodput, or on loopback the solo run's transfers).
-    link_rate_bps : run on the emulated cluster (:mod:`profilers.netns_cluster`, needs root)
-        with the parameter server's link, or every worker's link for ring AllReduce, shaped to
-        this rate; None: every rank on loopback, unshaped.
-    threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
-    progress : called with a line of text as each run finishes.
+    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps``.
 
     Raises
     ------
     ConfigError : a bad argument, or the testbed is not permitted here.
     DistributedRunError : a run failed.
     """
-    measured = measure(
-        model,
-        batch_size=batch_size,
-        workers_max=workers_max,
-        architectures=architectures,
-        repetitions=repetitions,
-        steps=steps,
-        warmup=warmup,
-        overlap=overlap,
-        link_rate_bps=link_rate_bps,
-        threads=threads,
-        seed=seed,
-        progress=progress,
-    )
+    measured = measure(model, progress=progress, **options)
     return assess(measured, bandwidth_bps=bandwidth_bps, progress=progress)
 
 
@@ -258,7 +220,28 @@ def measure(
     progress: Progress | None = None,
 ) -> Measurements:
     """The real part of a validation: the link (on the testbed), the solo profile, the
-    computation alone and ``repetitions`` runs of every point. Arguments as :func:`validate`."""
+    computation alone and ``repetitions`` runs of every point.
+
+    Parameters
+    ----------
+    model : built-in name or ``package.module:factory``.
+    batch_size : examples per worker and step.
+    workers_max : largest W.
+    architectures : any of ``ps-async``, ``ps-sync``, ``allreduce``.
+    repetitions : real runs per point.
+    steps, warmup : steps per worker in every real run, and those left out.
+    overlap : ``layerwise`` or ``strict``, for the runs and the predictions alike.
+    link_rate_bps : run on the emulated cluster (:mod:`profilers.netns_cluster`, needs root)
+        with the parameter server's link, or every worker's link for ring AllReduce, shaped to
+        this rate; None: every rank on loopback, unshaped.
+    threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
+    progress : called with a line of text as each run finishes.
+
+    Raises
+    ------
+    ConfigError : a bad argument, or the testbed is not permitted here.
+    DistributedRunError : a run failed.
+    """
     if workers_max < 1 or repetitions < 1:
         raise ConfigError(
             f"workers_max and repetitions must be >= 1, got {workers_max}, {repetitions}"
