@@ -36,9 +36,10 @@ Output
     - ``validate-timeline-ARCH.png``: per architecture, a real run with the most workers above
       the simulated run (two steps of each, one time scale): where the model departs from the
       real run, the bars stop lining up;
-    - ``validate-runs.json.gz``: every run's timestamps and the link measurement, written as
-      soon as the runs are done. ``--from-runs`` predicts them again in seconds, without
-      training (after a change to the model, or with another ``--bandwidth``);
+    - ``validate-runs.json.gz``: every run's timestamps and the link measurement, written
+      after every point (if a run fails, what was measured before it is there).
+      ``--from-runs`` predicts them again in seconds, without training (after a change to the
+      model, or with another ``--bandwidth``);
     - ``validate-solo-trace.json``, the solo profile, and ``validate-alone-trace.json``, its
       computation measured without transfers, to predict other settings from them later.
 
@@ -53,7 +54,6 @@ import sys
 from collections.abc import Sequence
 
 from profilers.distributed.export import run_timeline_spans
-from profilers.distributed.measurements import save_measurements
 from profilers.distributed.validation import (
     PREDICTORS,
     ValidationReport,
@@ -61,7 +61,12 @@ from profilers.distributed.validation import (
     report_text,
 )
 from simcore.cli.main import OneLineErrorParser
-from simcore.cli.validate_cmd import ARCHITECTURES, add_run_options, validate_with
+from simcore.cli.validate_cmd import (
+    ARCHITECTURES,
+    add_run_options,
+    validate_keeping_runs,
+    validate_with,
+)
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
 from simcore.report import ScenarioOutput, run_scenario
@@ -165,10 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> None:
         files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE, RUNS_FILE]
         out = ScenarioOutput(args.out, [*files, *TIMELINE_FILES.values()], force=args.force)
-        report = validate_with(args)
-        if report.measurements is not None and not args.from_runs:
-            # first: the runs took minutes, and nothing after this may lose them
-            save_measurements(report.measurements, out.path(RUNS_FILE), overwrite=out.force)
+        if args.from_runs:
+            report = validate_with(args)
+        else:
+            # Saved after every point, so that a run failing late loses nothing before it.
+            report = validate_keeping_runs(args, out.path(RUNS_FILE))
         print(report_text(report))
         out.write_csv(CSV_FILE, report_tables(report))
         save_trace(report.trace, out.path(TRACE_FILE), overwrite=out.force)

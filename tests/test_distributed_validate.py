@@ -170,3 +170,34 @@ def test_a_bad_runs_file_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert "trace.json: not validation measurements" in err and err.count("\n") == 1
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
+
+
+def test_a_run_failing_late_keeps_what_was_measured_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from profilers.distributed.config import DistributedRunError
+    from profilers.distributed.measurements import load_measurements
+    from profilers.distributed.testbed import Testbed
+
+    real_run = Testbed.run
+
+    def fail_at_two_workers(self: Testbed, config: RunConfig, *args: object) -> object:
+        if config.workers == 2:
+            raise DistributedRunError("worker 1 (rank 2) died (signal 9) before finishing")
+        return real_run(self, config, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Testbed, "run", fail_at_two_workers)
+    scenario = load("validate")
+    argv = [*SMALL, "--workers-max", "2", "--repetitions", "1", "--arch", "ps-sync"]
+    assert scenario.main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    runs = tmp_path / "validate-runs.json.gz"
+    assert "worker 1 (rank 2) died" in err and f"is in {runs}" in err and err.count("\n") == 1
+    kept = load_measurements(runs)
+    assert [(p.architecture.value, p.workers) for p in kept.points] == [("ps-sync", 1)]
+    assert not (tmp_path / "validate.csv").exists()
+    # What was kept can be assessed: one point.
+    assert scenario.main(["--from-runs", str(runs), "--quiet", "--out", str(tmp_path / "a")]) == 0
+    assert "ps-sync" in capsys.readouterr().out
+    with open(tmp_path / "a" / "validate.csv", encoding="utf-8") as f:
+        assert [int(r["workers"]) for r in csv.DictReader(f)] == [1]

@@ -6,6 +6,7 @@ damaged or mismatched file must fail with a message that names the file and the 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -197,3 +198,11 @@ def test_unreadable_files_are_named(tmp_path: Path) -> None:
     other.write_text('{"schema": "sgdsim.trace"}', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"trace\.json: not validation measurements"):
         load_measurements(other)
+
+
+def test_measurements_without_a_point_cannot_be_assessed() -> None:
+    from profilers.distributed.validation import assess
+
+    empty = dataclasses.replace(measurements(), points=())
+    with pytest.raises(ConfigError, match="no runs with W workers"):
+        assess(empty)

@@ -218,6 +218,7 @@ def measure(
     threads: int = 1,
     seed: int = 0,
     progress: Progress | None = None,
+    checkpoint: Callable[[Measurements], None] | None = None,
 ) -> Measurements:
     """The real part of a validation: the link (on the testbed), the solo profile, the
     computation alone and ``repetitions`` runs of every point.
@@ -236,6 +237,8 @@ def measure(
         this rate; None: every rank on loopback, unshaped.
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
     progress : called with a line of text as each run finishes.
+    checkpoint : called with what has been measured so far once the one-worker runs are done
+        and after every point, so that a run failing late loses nothing measured before it.
 
     Raises
     ------
@@ -272,17 +275,19 @@ def measure(
             tuple(solo.layer_nbytes.values()), workers=2, link_rate_bps=link_rate_bps
         )
         say(ring_goodput_text(ring, sharing.goodput_bps() if sharing else None))
-    points = []
+    measured = Measurements(base, link_rate_bps, testbed.cores, sharing, solo, alone, (), ring)
+    keep = checkpoint or (lambda _measured: None)
+    keep(measured)
     for arch in archs:
         for workers in range(1, workers_max + 1):
             config = _run_config(base, arch, workers)
             runs = tuple(testbed.run(config) for _ in range(repetitions))
             mean = statistics.fmean(r.examples_per_s for r in runs)
             say(f"{arch.value} W={workers}: measured {mean:.1f} examples/s")
-            points.append(MeasuredPoint(arch, workers, runs))
-    return Measurements(
-        base, link_rate_bps, testbed.cores, sharing, solo, alone, tuple(points), ring
-    )
+            point = MeasuredPoint(arch, workers, runs)
+            measured = dataclasses.replace(measured, points=(*measured.points, point))
+            keep(measured)
+    return measured
 
 
 def assess(
@@ -299,8 +304,11 @@ def assess(
 
     Raises
     ------
-    ConfigError : the runs cannot be turned into a trace (see :func:`run_to_trace`).
+    ConfigError : no point was measured, or the runs cannot be turned into a trace (see
+        :func:`run_to_trace`).
     """
+    if not measured.points:
+        raise ConfigError("the measurements hold no runs with W workers to compare with")
     say = progress or (lambda _line: None)
     solo, sharing = measured.solo, measured.sharing
     testbed = Testbed(measured.link_rate_bps, measured.cores)

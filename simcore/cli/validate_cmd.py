@@ -12,13 +12,18 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simcore.errors import SgdsimError
 from simcore.files import refuse_existing
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.units import parse_bandwidth
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from profilers.distributed.measurements import Measurements
     from profilers.distributed.validation import ValidationReport
 
 ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
@@ -119,9 +124,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def validate_with(args: argparse.Namespace) -> ValidationReport:
+def validate_with(
+    args: argparse.Namespace, checkpoint: Callable[[Measurements], None] | None = None
+) -> ValidationReport:
     """Run the validation the options describe, or with ``--from-runs`` assess saved runs
-    (shared with ``scenarios/validate.py``)."""
+    (shared with ``scenarios/validate.py``). ``checkpoint`` gets the runs measured so far after
+    each point (see :func:`profilers.distributed.validation.measure`)."""
     from profilers.distributed.measurements import load_measurements
     from profilers.distributed.validation import assess, validate
 
@@ -145,6 +153,7 @@ def validate_with(args: argparse.Namespace) -> ValidationReport:
         threads=args.threads,
         seed=args.seed,
         progress=progress,
+        checkpoint=checkpoint,
     )
 
 
@@ -155,11 +164,10 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.out, args.save_runs):
         if path:
             refuse_existing(path, args.force)  # fail before minutes of training, not after
-    report = validate_with(args)
-    if args.save_runs and report.measurements is not None:
-        from profilers.distributed.measurements import save_measurements
-
-        save_measurements(report.measurements, args.save_runs, overwrite=args.force)
+    if args.save_runs and not args.from_runs:
+        report = validate_keeping_runs(args, Path(args.save_runs))
+    else:
+        report = validate_with(args)
     if args.out:
         from simcore.trace.io import save_trace
 
@@ -169,6 +177,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report_text(report))
     return 0
+
+
+def validate_keeping_runs(args: argparse.Namespace, path: Path) -> ValidationReport:
+    """:func:`validate_with`, saving the runs to ``path`` after every point (replacing what an
+    earlier point wrote there): if a run fails, the error says where the earlier runs are."""
+    from profilers.distributed.measurements import save_measurements
+
+    saved = False
+
+    def keep(measured: Measurements) -> None:
+        nonlocal saved
+        save_measurements(measured, path, overwrite=True)
+        saved = True
+
+    try:
+        return validate_with(args, keep)
+    except SgdsimError as err:
+        if not saved:
+            raise
+        raise type(err)(
+            f"{err}; what was measured before it is in {path} (assess it with --from-runs)"
+        ) from err
 
 
 def _report_dict(report: ValidationReport) -> dict[str, Any]:
