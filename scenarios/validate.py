@@ -131,6 +131,7 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
     for point in measured.points:
         if point.workers >= largest.get(point.architecture, point).workers:
             largest[point.architecture] = point
+    predicted = {(p.architecture, p.workers): p.simulated for p in report.points}
     for arch, point in largest.items():
         run = point.runs[0]
         first = run.config.warmup + (run.config.steps - run.config.warmup - SHOWN_STEPS) // 2
@@ -146,7 +147,7 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
             trace=predictor.replayed_trace(),
             title=f"{report.model_name}, {arch.value}, W = {point.workers}: a measured run "
             f"({run.examples_per_s:.1f} examples/s) and the simulator "
-            f"({predictor.simulated(arch, point.workers):.1f}, mean of its replications)",
+            f"({predicted[arch.value, point.workers]:.1f}, mean of its replications)",
             overwrite=out.force,
         )
 
