@@ -181,6 +181,10 @@ def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None
     no_ring = json.loads(json.dumps(data))
     del no_ring["ring_goodput"]  # optional: files from before it was measured
     assert measurements_from_dict(no_ring, "m.json").ring is None
+    bad_base = json.loads(json.dumps(data))
+    bad_base["base"]["batch_size"] = 0
+    with pytest.raises(ConfigError, match=r"m\.json: base: batch_size: must be an integer >= 1"):
+        measurements_from_dict(bad_base, "m.json")
     missing = json.loads(json.dumps(data))
     del missing["alone"]
     with pytest.raises(ConfigError, match=r"m\.json: missing field 'alone'"):

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from profilers.distributed.config import Architecture, RunConfig
-from profilers.distributed.records import RunResult, run_from_dict, run_to_dict
+from profilers.distributed.records import (
+    RunResult,
+    config_from_dict,
+    config_to_dict,
+    run_from_dict,
+    run_to_dict,
+)
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
 from simcore.errors import ConfigError
@@ -76,11 +82,10 @@ class Measurements:
 
 def measurements_to_dict(m: Measurements) -> dict[str, Any]:
     """JSON-ready data (the module doc shows the layout)."""
-    base = run_to_dict(RunResult(m.base, m.solo.model_name, m.solo.layer_nbytes, (), ()))["config"]
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "base": base,
+        "base": config_to_dict(m.base),
         "link_rate_bps": m.link_rate_bps,
         "cores": list(m.cores),
         "link_sharing": None if m.sharing is None else sharing_to_dict(m.sharing),
@@ -119,7 +124,10 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
             raise ConfigError(f"{source}: missing field {key!r}")
     solo = run_from_dict(data["solo"], f"{source}: solo")
     alone = run_from_dict(data["alone"], f"{source}: alone")
-    base = run_from_dict({**data["solo"], "config": data["base"]}, f"{source}: base").config
+    try:
+        base = config_from_dict(data["base"])
+    except (ConfigError, TypeError, ValueError, AttributeError) as err:
+        raise ConfigError(f"{source}: base: {err}") from None
     points = []
     for i, raw in enumerate(data["points"]):
         where = f"{source}: points[{i}]"

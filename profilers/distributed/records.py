@@ -30,6 +30,8 @@ __all__ = [
     "SlowdownReport",
     "Span",
     "StepRecord",
+    "config_from_dict",
+    "config_to_dict",
     "run_from_dict",
     "run_to_dict",
     "save_run_json",
@@ -185,7 +187,8 @@ class RunResult:
         return [s for s in self.spans if s.worker == worker and s.step == step]
 
 
-def _config_dict(config: RunConfig) -> dict[str, Any]:
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """A run's configuration as JSON-ready data (a factory model becomes its name)."""
     data = asdict(config)
     data["architecture"] = config.architecture.value
     data["overlap"] = config.overlap.value
@@ -201,7 +204,7 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
         "clock": "time.perf_counter (CLOCK_MONOTONIC on Linux: one origin per host), seconds",
-        "config": _config_dict(result.config),
+        "config": config_to_dict(result.config),
         "model_name": result.model_name,
         "layer_nbytes": dict(result.layer_nbytes),
         "summary": {
@@ -232,7 +235,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         )
     where = "config"
     try:
-        config = _config_from_dict(data["config"])
+        config = config_from_dict(data["config"])
         where = "layer_nbytes"
         layer_nbytes = {str(k): int(v) for k, v in data["layer_nbytes"].items()}
         where = "steps"
@@ -260,7 +263,9 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
     return RunResult(config, model_name, layer_nbytes, spans, steps)
 
 
-def _config_from_dict(raw: Any) -> RunConfig:
+def config_from_dict(raw: Any) -> RunConfig:
+    """The configuration :func:`config_to_dict` wrote; unknown keys are ignored. Raises
+    ConfigError, TypeError or ValueError when a field is bad."""
     known = {f.name for f in fields(RunConfig)}
     values = {k: v for k, v in dict(raw).items() if k in known}
     if values.get("input_shape") is not None:
