@@ -65,6 +65,18 @@ def test_ring_allreduce_is_eq11(k: int) -> None:
     assert result.config.policy_name == "allreduce"
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_ring_allreduce_pays_its_latency_per_hop(k: int) -> None:
+    # alpha-beta cost of a ring: each layer's AllReduce sends 2(K-1) chunks one after another,
+    # each paying the latency, and the next layer's AllReduce waits for it (strict phases: the
+    # three AllReduces run back to back after the backward pass).
+    latency = 2e-4
+    trace = synthetic_trace(FWD, BWD, SIZES, update_s=0.0, overlap=False)
+    step = T_C + 2 * (k - 1) * M_BITS / (k * B) + len(SIZES) * 2 * (k - 1) * latency
+    result = run(trace, workers=k, mode="sync", arch="allreduce", latency_s=latency)
+    assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
+
+
 def test_hybrid_is_the_mean_of_fcfs_and_ps() -> None:
     k = 4
     t_ps = k * M_BITS / B + T_C + k * M_BITS / B + UPDATE_L0

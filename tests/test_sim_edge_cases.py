@@ -56,10 +56,14 @@ def test_latency_or_a_fast_link_makes_such_a_trace_valid() -> None:
     config = SimulationConfig(workers=2, bandwidth_bps=B, steps=5, warmup_steps=1, mode="sync")
     # Each worker pulls then pushes 2 x 8000 bits at B/2: 4 transfers of 16 us.
     assert simulate(trace, config).steps_per_s.value == pytest.approx(2 / 64e-6, rel=1e-9)
-    # One ring worker sends nothing, but each of its two AllReduces (in parallel, as a latency
-    # occupies no resource) is followed by 1 ms of latency.
-    ring = SimulationConfig(arch="allreduce", mode="sync", latency_s=1e-3, steps=5, warmup_steps=1)
-    assert simulate(trace, ring).steps_per_s.value == pytest.approx(1 / 1e-3, rel=1e-9)
+    # In a ring of 3 each of the two AllReduces, one after the other, sends 2(3-1)/3 of 8000 bits
+    # and pays 2 x 2 hops of 1 ms latency.
+    ring = SimulationConfig(
+        arch="allreduce", mode="sync", workers=3, bandwidth_bps=B, latency_s=1e-3, steps=5,
+        warmup_steps=1,
+    )
+    step_s = 2 * (4 / 3 * 8000 / B + 4 * 1e-3)
+    assert simulate(trace, ring).steps_per_s.value == pytest.approx(3 / step_s, rel=1e-9)
 
 
 def test_lower_bound_is_the_one_worker_step_of_a_chain() -> None:

@@ -13,7 +13,9 @@ Transforms (in this order), all expressed as changes of the step DAG:
 - **ring AllReduce** (TPDS'22 3.2.2): downlink ops are dropped (their dependents inherit their
   dependencies) and each uplink op carries ``2(K-1)/K`` times its bytes, sent at the worker's full
   bandwidth by the ``allreduce`` policy;
-- **latency**: a pure delay op ``latency:<id>`` after each transfer, on no resource;
+- **latency**: a pure delay op ``latency:<id>`` after each transfer, on no resource; a ring
+  AllReduce of K participants pays it ``2(K-1)`` times (its messages go in sequence), one
+  participant not at all;
 - **parsing overhead** (ICPE'20 3.2.1): a receiver-side op ``parse:<id>`` of
   ``alpha * bytes + beta`` seconds after each transfer, on the worker's compute for pulls (and
   AllReduce) and on the server's compute for pushes; the transfer's dependents wait for it;
@@ -279,18 +281,10 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
         if not op.is_communication:
             continue
         last = op.id
-        if config.latency_s > 0:
+        latency_s = ring_latency_s(config.latency_s, k) if ring else config.latency_s
+        if latency_s > 0:
             nodes.append(
-                _Node(
-                    f"latency:{op.id}",
-                    OpKind.OTHER.value,
-                    DELAY,
-                    0,
-                    0.0,
-                    -1,
-                    config.latency_s,
-                    [last],
-                )
+                _Node(f"latency:{op.id}", OpKind.OTHER.value, DELAY, 0, 0.0, -1, latency_s, [last])
             )
             last = nodes[-1].op_id
         if parse:
@@ -316,6 +310,18 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             last = nodes[-1].op_id
         alias[op.id] = last
     return nodes, alias
+
+
+def ring_latency_s(latency_s: float, k: int) -> float:
+    """The fixed cost of one ring AllReduce of k participants: 2(k-1) messages in sequence.
+
+    A ring AllReduce is a reduce-scatter and an all-gather of k-1 steps each; every step sends
+    one chunk of 1/k of the data to the next rank and must receive the previous rank's chunk
+    before it can go on, so a message's fixed cost (the network profile's latency, the intercept
+    of its linear fit) is paid 2(k-1) times one after another: the alpha-beta cost
+    2(k-1) alpha + 2(k-1)/k M/B. One participant exchanges nothing and pays nothing.
+    """
+    return 2 * (k - 1) * latency_s
 
 
 def _intra_host_op(config: SimulationConfig) -> Callable[[str, Op, list[str]], _Node] | None:

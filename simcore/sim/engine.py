@@ -29,7 +29,7 @@ import simpy
 
 from simcore.errors import SgdsimError
 from simcore.sim.config import SimulationConfig
-from simcore.sim.dag import CompiledDag
+from simcore.sim.dag import CompiledDag, ring_latency_s
 from simcore.sim.flow_weights import lognormal_weights
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
@@ -287,6 +287,8 @@ class Engine:
             else [],
         )
         slots: list[Any] = []
+        ring = self.config.arch == "allreduce"
+        hold_s = ring_latency_s(self.config.latency_s, self.config.workers) if ring else 0.0
         for i, spec in enumerate(dag.slots):
             sid = slot_offset + i
             if spec.is_network and w == self.config.server_host:
@@ -294,7 +296,9 @@ class Engine:
             elif spec.is_network:
                 queue = make_stream_scheduler(self.config.scheduler, context)
                 slots.append(
-                    NetSlot(env, state, sid, self.links[spec.resource], spec.server, queue)
+                    NetSlot(
+                        env, state, sid, self.links[spec.resource], spec.server, queue, hold_s
+                    )
                 )
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))

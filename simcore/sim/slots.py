@@ -170,6 +170,7 @@ class SharedComputeSlot:
         "cores",
         "departing",
         "env",
+        "hold_s",
         "link",
         "op",
         "slot_id",
@@ -257,6 +258,7 @@ class NetSlot:
         "chunking",
         "departing",
         "env",
+        "hold_s",
         "immediate",
         "kick_pending",
         "last",
@@ -279,9 +281,13 @@ class NetSlot:
         link: Link,
         channel: int,
         queue: StreamScheduler,
+        hold_s: float = 0.0,
     ) -> None:
         self.env = env
         self.worker_state = worker
+        # Time the connection stays busy after each completed op: a ring AllReduce's per-hop
+        # latency, during which the ring's next collective cannot start (ring_latency_s).
+        self.hold_s = hold_s
         self.worker = worker.index  # FlowOwner.worker
         self.slot_id = slot_id
         self.link = link
@@ -338,9 +344,18 @@ class NetSlot:
         queue = self.queue
         if self.last:
             w.complete(op)
+            if self.hold_s > 0.0:
+                simpy.Timeout(self.env, self.hold_s).callbacks.append(self._release)
+                return
         else:
             queue.push(op, now)  # preempted: ready again at the end of its first chunk
         if len(queue):
             self._start(queue.pop())
+        else:
+            self.busy = False
+
+    def _release(self, event: Any) -> None:
+        if len(self.queue):
+            self._start(self.queue.pop())
         else:
             self.busy = False
