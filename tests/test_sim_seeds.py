@@ -134,9 +134,11 @@ def test_offsets_by_hand() -> None:
 def test_default_replications_depend_on_the_mode() -> None:
     assert default_replications("async") == ASYNC_REPLICATIONS == 5
     assert default_replications("sync") == 1
-    config = SimulationConfig(replications=None)
+    config = SimulationConfig(replications=None, workers=2)
     assert config.replication_count == 5
     assert SimulationConfig(replications=None, mode="sync").replication_count == 1
+    # One asynchronous worker has no phases: one run, as one synchronous worker.
+    assert SimulationConfig(replications=None, workers=1).replication_count == 1
 
 
 def test_cli_runs_several_seeds_and_prints_spread_and_phases(

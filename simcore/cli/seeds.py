@@ -21,7 +21,7 @@ def add_replications_options(parser: Any, phases: bool = True) -> None:
         type=int,
         default=None,
         help=f"independent runs (seeds) for the CI and the spread (default {ASYNC_REPLICATIONS} "
-        f"for async, {SYNC_REPLICATIONS} for sync: batch means)",
+        f"for async with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
     )
     if phases:
         parser.add_argument(

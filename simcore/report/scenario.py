@@ -85,8 +85,8 @@ def scenario_parser(
         "--replications",
         type=positive_int,
         default=None,
-        help=f"independent runs (seeds) per point (default {ASYNC_REPLICATIONS} for Async-SGD, "
-        f"{SYNC_REPLICATIONS} for Sync-SGD: batch means)",
+        help=f"independent runs (seeds) per point (default {ASYNC_REPLICATIONS} for Async-SGD "
+        f"with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
     )
     parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")

@@ -31,15 +31,16 @@ HYBRID = "hybrid"
 # batch means can be tight around one of two answers. Five seeds give a t interval with 4
 # degrees of freedom (t = 2.78) and show both patterns with probability 1 - p^5 - (1-p)^5
 # when a seed lands in one with probability p (0.83 at p = 0.3, against 0.63 with three seeds),
-# at five times one run's cost. Sync-SGD restarts every worker at each barrier, so its phases
-# cannot settle differently: one run with batch means.
+# at five times one run's cost. Sync-SGD restarts every worker at each barrier, and one worker
+# has no phases, so neither can settle differently: one run with batch means.
 ASYNC_REPLICATIONS = 5
 SYNC_REPLICATIONS = 1
 
 
-def default_replications(mode: str) -> int:
-    """The replications the CLI and reports run for ``mode`` unless told otherwise."""
-    return ASYNC_REPLICATIONS if mode == "async" else SYNC_REPLICATIONS
+def default_replications(mode: str, workers: int = 2) -> int:
+    """The replications the CLI and reports run for ``mode`` and ``workers`` unless told
+    otherwise: several for Async-SGD with two workers or more, else one."""
+    return ASYNC_REPLICATIONS if mode == "async" and workers > 1 else SYNC_REPLICATIONS
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class SimulationConfig:
     warmup_steps : first k steps of each worker left out of the estimates (ICPE'20 4.1: 50).
     seed : root seed; replications, workers and schedulers get independent streams from it.
     replications : independent runs; with >= 2 the 95% CI comes from them, with 1 from batch means.
-        None: the default for the mode (``default_replications``: 5 for async, 1 for sync), as
+        None: the default for the mode (``default_replications``: 5 for async with two workers
+        or more, else 1), as
         the CLI and the scenarios use it; ``replication_count`` is the number run.
     batches : batch count for batch means (used when ``replications == 1``).
     flow_cap_bps : per-flow rate cap (TPDS'22 4.4), one value or one per worker; None = none.
@@ -176,7 +178,7 @@ class SimulationConfig:
     def replication_count(self) -> int:
         """The replications run: ``replications``, or the mode's default when it is None."""
         if self.replications is None:
-            return default_replications(self.mode)
+            return default_replications(self.mode, self.workers)
         return self.replications
 
     @property
