@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,3 +171,14 @@ def test_advise_simulates_async_rows_over_several_seeds() -> None:
     assert spread is not None and sim is not None and sim.samples == ASYNC_REPLICATIONS
     assert spread[0] <= sim.value <= spread[1]
     assert rows["sync"].simulated_spread is None  # one run, batch means
+
+
+def test_timeline_names_the_seed_it_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["timeline", "cnn-b32", "--workers", "2", "--steps", "20", "--window", "10:11"]
+    assert main([*args, "-o", str(tmp_path / "t.png")]) == 0
+    err = capsys.readouterr().err
+    assert "(mean of 5 seeds, spread " in err and "the timeline shows seed 0: " in err
+    assert main([*args, "--replications", "1", "-o", str(tmp_path / "u.png")]) == 0
+    assert "seeds" not in capsys.readouterr().err
