@@ -7,11 +7,15 @@ the options (``--replications``, ``--phases``) and formats what they ask for.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from typing import Any
 
 from simcore.analytic.advisor import Ranked
 from simcore.sim import SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS, default_replications
+from simcore.sim.phases import MIXED
+
+WORKERS_LISTED = 8  # --phases lists the step times of this many workers; --json has all
 
 
 def add_replications_options(parser: Any, phases: bool = True) -> None:
@@ -84,8 +88,10 @@ def sweep_spread_cell(result: SimulationResult) -> str:
 def format_phases(result: SimulationResult) -> list[str]:
     """``--phases``: per seed, how the workers lined up (simcore.sim.phases), and step times."""
     c = result.config
-    lines = [f"phases     W = {c.workers}, {c.arch}/{c.mode}: per seed, offsets of consecutive "]
-    lines[0] += "workers' step starts (fraction of a step; 0 = together)"
+    lines = [
+        f"phases     W = {c.workers}, {c.arch}/{c.mode}: per seed, how far apart consecutive "
+        "workers start their steps (fraction of a step: 0 together, 0.5 alternating)"
+    ]
     for rep in result.phases:
         pairs = rep.pairs
         detail = ""
@@ -97,15 +103,20 @@ def format_phases(result: SimulationResult) -> list[str]:
                 f": mean offset {mean:.2f}, {100 * together:.0f}% of starts together, "
                 f"concentration >= {locked:.2f}"
             )
+            if rep.label == MIXED:
+                counts = Counter(p.label for p in pairs)
+                detail += " (pairs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")"
         lines.append(
             f"  seed {rep.replication}  {rep.steps_per_s:10.4g} steps/s  {rep.label}{detail}"
         )
     if c.mode == "sync":
         lines.append("  (Sync-SGD starts every step at the barrier: lock-step by construction)")
-    for w in result.workers:
+    for w in result.workers[:WORKERS_LISTED]:
         lines.append(
             f"  worker {w.worker:<3} step ms: p5 {w.p05_step_s * 1e3:.3f}, median "
             f"{w.median_step_s * 1e3:.3f}, p95 {w.p95_step_s * 1e3:.3f}, mean "
             f"{w.mean_step_s * 1e3:.3f}"
         )
+    if len(result.workers) > WORKERS_LISTED:
+        lines.append(f"  ... and {len(result.workers) - WORKERS_LISTED} more workers (--json)")
     return lines
