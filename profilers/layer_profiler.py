@@ -18,6 +18,13 @@ How a step is measured (TPDS'22 section 2.2.1):
 Per-op sums cover most but not all of each phase's wall time: the interpreter's bookkeeping between
 nodes, hook calls and (on CPU) autograd's scheduling fall between ops. The trace keeps both, and
 the tests check the coverage (see ``tests/test_profiler.py``).
+
+- **Fixed costs.** Each step's wall time is measured too, from before zeroing the gradients to
+  after the last update, and what no layer's op covers becomes the step's two fixed-cost ops
+  (``simcore.trace.overhead``): ``overhead:begin``, the time before the backward pass outside the
+  forward ops, and ``overhead:end``, the rest. Together they equal the wall time minus the sum of
+  the step's forward, backward and update ops. The wall includes the profiler's own
+  instrumentation (timed interpreter, hooks), which the distributed runner carries as well.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from simcore import __version__
 from simcore.errors import ConfigError, ProfilingError
 from simcore.trace.build import ps_step_ops
 from simcore.trace.model import SCHEMA_VERSION, OpKind, StepProfile, Trace, TraceMetadata
+from simcore.trace.overhead import BEGIN_ID, END_ID, is_overhead, with_overhead_ops
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
 Progress = Callable[[int, int], None]
@@ -66,7 +74,8 @@ ROUND_DIGITS = 9  # timestamps are kept to the nanosecond; finer digits are nois
 class StepMarks:
     """Raw clock marks of one step, resolved into seconds after the step."""
 
-    start: Any = None
+    step_start: Any = None  # before zeroing the gradients: the step's wall time starts here
+    start: Any = None  # the forward phase's start: op start times are relative to it
     forward_end: Any = None
     backward_start: Any = None
     backward_end: Any = None
@@ -87,6 +96,8 @@ class _StepTimes:
     forward_s: float
     backward_s: float
     update_s: float
+    wall_s: float  # the whole step
+    before_backward_s: float  # from the step's start to the backward phase's start
 
 
 class TimedInterpreter(fx.Interpreter):
@@ -164,8 +175,9 @@ class _Session:
 
     def run_step(self) -> _StepTimes:
         marks = StepMarks()
-        self.model.zero_grad(set_to_none=True)
         clock = self.clock
+        marks.step_start = clock.mark()
+        self.model.zero_grad(set_to_none=True)
         interpreter = TimedInterpreter(self.gm, clock, marks)
         marks.start = clock.mark()
         output = interpreter.run(self.inputs)
@@ -229,6 +241,8 @@ class _Session:
             forward_s=clock.seconds(t0, marks.forward_end),
             backward_s=clock.seconds(marks.backward_start, marks.backward_end),
             update_s=clock.seconds(marks.update_start, marks.update_end),
+            wall_s=clock.seconds(marks.step_start, marks.update_end),
+            before_backward_s=clock.seconds(marks.step_start, marks.backward_start),
         )
 
 
@@ -375,7 +389,9 @@ def _build_trace(
     seed: int,
 ) -> Trace:
     layers = [layer.to_layer() for layer in session.layers]
-    ops = ps_step_ops(layers, {layer.name: layer.inputs for layer in session.layers})
+    ops = with_overhead_ops(
+        ps_step_ops(layers, {layer.name: layer.inputs for layer in session.layers})
+    )
     steps = tuple(_step_profile(ops, times) for times in measured)
     metadata = TraceMetadata(
         model_name=name,
@@ -407,6 +423,10 @@ def _step_profile(ops: Sequence[Any], times: _StepTimes) -> StepProfile:
     durations: list[float | None] = []
     starts: list[float | None] = []
     for op in ops:
+        if is_overhead(op):  # filled in below, from the other ops' rounded durations
+            durations.append(0.0)
+            starts.append(None)
+            continue
         table = by_kind.get(op.kind)
         if table is None:  # communication: derived from bytes and bandwidth by the simulator
             durations.append(None)
@@ -415,13 +435,40 @@ def _step_profile(ops: Sequence[Any], times: _StepTimes) -> StepProfile:
         start, duration = table.get(op.layer, (None, 0.0))  # no autograd node: no backward
         durations.append(round(max(duration, 0.0), ROUND_DIGITS))
         starts.append(None if start is None else round(start, ROUND_DIGITS))
+    wall_s = round(times.wall_s, ROUND_DIGITS)
+    _fill_overhead(ops, durations, wall_s, round(times.before_backward_s, ROUND_DIGITS))
     return StepProfile(
         duration_s=tuple(durations),
         start_s=tuple(starts),
         forward_s=round(times.forward_s, ROUND_DIGITS),
         backward_s=round(times.backward_s, ROUND_DIGITS),
         update_s=round(times.update_s, ROUND_DIGITS),
+        wall_s=wall_s,
     )
+
+
+def _fill_overhead(
+    ops: Sequence[Any], durations: list[float | None], wall_s: float, before_backward_s: float
+) -> None:
+    """Set the fixed-cost ops: ``overhead:begin`` = the time before the backward phase minus the
+    forward ops, ``overhead:end`` = the rest of the wall minus the backward and update ops, so
+    that together they are ``wall_s`` minus every layer op (from the rounded durations). Ops run
+    one after another inside the wall, so neither is negative beyond rounding; 0 bounds that."""
+    forward = sum(
+        d or 0.0 for op, d in zip(ops, durations, strict=True) if op.kind is OpKind.FORWARD
+    )
+    layers = sum(
+        d or 0.0
+        for op, d in zip(ops, durations, strict=True)
+        if op.kind in (OpKind.FORWARD, OpKind.BACKWARD, OpKind.UPDATE)
+    )
+    begin = max(before_backward_s - forward, 0.0)
+    end = max(wall_s - layers - begin, 0.0)
+    for i, op in enumerate(ops):
+        if op.id == BEGIN_ID:
+            durations[i] = round(begin, ROUND_DIGITS)
+        elif op.id == END_ID:
+            durations[i] = round(end, ROUND_DIGITS)
 
 
 def _dtype(model: nn.Module) -> str:

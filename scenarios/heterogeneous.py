@@ -481,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "steps": args.steps,
             "warmup_steps": args.warmup,
             "seed": args.seed,
+            "replications": args.replications,  # None: by mode (async: several seeds)
         }
         model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
         print(f"{model}; one PS; {args.steps} steps/worker, {args.warmup} warm-up")

@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str]:
                     steps=args.steps,
                     warmup_steps=args.warmup,
                     seed=args.seed,
+                    replications=args.replications,  # None: by mode (async: several seeds)
                     overlap=args.overlap,
                 )
                 results[capped] = simulate(trace, cluster.simulation_config(base)).examples_per_s

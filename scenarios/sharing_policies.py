@@ -176,6 +176,7 @@ def run(args: argparse.Namespace) -> tuple[list[Point], str]:
         "steps": args.steps,
         "warmup_steps": args.warmup,
         "seed": args.seed,
+        "replications": args.replications,  # None: by mode (async: several seeds)
     }
     mode = "Sync-SGD" if args.mode == "sync" else "Async-SGD"
     setup = (

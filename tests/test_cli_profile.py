@@ -30,7 +30,7 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
 ) -> None:
     out = tmp_path / "traces" / "cnn-b2.json"
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 0
-    assert f"wrote {out}: 14 layers, 43 ops/step, 2 steps" in capsys.readouterr().out
+    assert f"wrote {out}: 14 layers, 45 ops/step, 2 steps" in capsys.readouterr().out
     trace = load_trace(out)
     assert trace.metadata.model_name == "cnn" and trace.metadata.batch_size == 2
     before = out.read_bytes()

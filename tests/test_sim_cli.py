@@ -34,8 +34,11 @@ def test_single_run_prints_a_summary(trace_file: Path, capsys: pytest.CaptureFix
     assert main(["simulate", str(trace_file), "--workers", "4", *FAST]) == 0
     out = capsys.readouterr().out
     assert "4 workers, ps/async, sharing ps, 1.00 Gbit/s" in out
-    assert "examples/s  (95% CI" in out and "batch means, 10 batches" in out
+    # Async-SGD: several seeds by default (their spread is checked in test_sim_seeds.py).
+    assert "examples/s  (95% CI" in out and "5 replications" in out
     assert "downlink" in out and "utilization" in out
+    assert main(["simulate", str(trace_file), "--workers", "4", "--replications", "1", *FAST]) == 0
+    assert "batch means, 10 batches" in capsys.readouterr().out
 
 
 def test_json_is_one_object(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

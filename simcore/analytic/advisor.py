@@ -64,7 +64,7 @@ from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worke
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
 from simcore.saturation import saturation_point
-from simcore.sim import Estimate, SimulationConfig, simulate, validate
+from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.dag import assign_servers
 from simcore.trace.model import Trace
 
@@ -138,9 +138,12 @@ class Candidate:
         latency_s: float = 0.0,
         intra_bandwidth_bps: float | None = None,
         flow_cap_bps: float | None = None,
+        replications: int | None = None,
     ) -> SimulationConfig:
-        """The simulator's configuration of this candidate; warm-up is a tenth of ``steps``."""
+        """The simulator's configuration of this candidate; warm-up is a tenth of ``steps``;
+        ``replications`` None: the default for its mode (several seeds for Async-SGD)."""
         return SimulationConfig(
+            replications=replications,
             devices_per_host=self.devices_per_host,
             intra_bandwidth_bps=intra_bandwidth_bps,
             flow_cap_bps=flow_cap_bps,
@@ -169,6 +172,7 @@ class Ranked:
     analytic_examples_per_s: float
     simulated: Estimate | None
     cost_per_million_examples: float | None
+    simulated_spread: tuple[float, float] | None = None  # min, max examples/s over seeds
 
     @property
     def examples_per_s(self) -> float:
@@ -371,6 +375,7 @@ def advise(
     devices_per_host: Sequence[int] = (1,),
     intra_bandwidth_bps: float | None = None,
     flow_cap_bps: float | None = None,
+    replications: int | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -391,6 +396,8 @@ def advise(
     intra_bandwidth_bps : the link inside a host, needed with hosts of more than one device.
     flow_cap_bps : a per-flow cap of the network, applied in the simulations that confirm the
         best candidates (the analytic models have no caps, so they rank as if there were none).
+    replications : seeds per simulation (None: ``default_replications`` of the candidate's mode,
+        several for Async-SGD, whose workers can settle in different phases from seed to seed).
 
     Returns
     -------
@@ -431,6 +438,7 @@ def advise(
             latency_s=latency_s,
             intra_bandwidth_bps=intra_bandwidth_bps if c.devices_per_host > 1 else None,
             flow_cap_bps=flow_cap_bps,
+            replications=replications,
         )
         for c in top
     ]
@@ -453,16 +461,21 @@ def _order(candidate: Candidate, examples_per_s: float) -> tuple[float, int]:
 
 
 def _ranked(
-    candidate: Candidate, analytic: float, simulated: Estimate | None, price: float | None
+    candidate: Candidate, analytic: float, result: SimulationResult | None, price: float | None
 ) -> Ranked:
+    simulated = None if result is None else result.examples_per_s
     eps = analytic if simulated is None else simulated.value
     cost = None if price is None else cost_per_million_examples(candidate.machines, price, eps)
-    return Ranked(candidate, analytic, simulated, cost)
+    spread = None
+    if result is not None and len(result.replication_examples_per_s) > 1:
+        spread = result.examples_spread
+    return Ranked(candidate, analytic, simulated, cost, spread)
 
 
 def _work(config: SimulationConfig) -> int:
     """Worker-steps of one simulation (a hybrid runs fcfs and ps)."""
-    return config.workers * config.steps * (2 if config.policy_name == "hybrid" else 1)
+    runs = config.replication_count * (2 if config.policy_name == "hybrid" else 1)
+    return config.workers * config.steps * runs
 
 
 def _simulate_all(
@@ -470,16 +483,16 @@ def _simulate_all(
     top: Sequence[Candidate],
     configs: Sequence[SimulationConfig],
     progress: Progress | None,
-) -> dict[Candidate, Estimate]:
+) -> dict[Candidate, SimulationResult]:
     """Simulate each candidate (all validated first); progress counts worker-steps of all."""
     for config in configs:
         validate(trace, config)
     total = sum(_work(c) for c in configs)
-    out: dict[Candidate, Estimate] = {}
+    out: dict[Candidate, SimulationResult] = {}
     done = 0
     for candidate, config in zip(top, configs, strict=True):
         report = None if progress is None else _offset(progress, done, total)
-        out[candidate] = simulate(trace, config, progress=report).examples_per_s
+        out[candidate] = simulate(trace, config, progress=report)
         done += _work(config)
     return out
 

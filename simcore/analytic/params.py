@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
 from simcore.trace.model import OpKind, Trace
+from simcore.trace.overhead import overhead_matrix
 
 __all__ = ["Cluster", "WorkerType", "bandwidth_of", "host_worker_type", "worker_type_from_trace"]
 
@@ -71,17 +72,22 @@ class WorkerType:
 def worker_type_from_trace(trace: Trace) -> WorkerType:
     """T_F, T_B, T_S (means over the profiled steps of the per-op sums) and M of ``trace``.
 
-    M is the sum of the bytes of the trace's pull ops. Ops of kind ``other`` are not counted.
+    M is the sum of the bytes of the trace's pull ops. The step's fixed costs
+    (``overhead:begin`` and ``overhead:end``, ``simcore.trace.overhead``) count as worker
+    computation, in T_F and T_B respectively, as the simulator runs them before the forward pass
+    and after the backward pass; other ops of kind ``other`` are not counted.
     """
     steps = range(trace.n_steps)
 
     def mean(kind: OpKind) -> float:
         return sum(trace.phase_time_s(s, kind) for s in steps) / trace.n_steps
 
+    overhead = overhead_matrix(trace)
+    begin_s, end_s = (0.0, 0.0) if overhead is None else overhead.mean(axis=0)
     return WorkerType(
         name=trace.metadata.model_name,
-        forward_s=mean(OpKind.FORWARD),
-        backward_s=mean(OpKind.BACKWARD),
+        forward_s=mean(OpKind.FORWARD) + float(begin_s),
+        backward_s=mean(OpKind.BACKWARD) + float(end_s),
         update_s=mean(OpKind.UPDATE),
         model_nbytes=sum(op.nbytes or 0 for op in trace.ops_of_kind(OpKind.PULL)),
         batch_size=trace.metadata.batch_size,

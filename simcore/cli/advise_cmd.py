@@ -20,6 +20,7 @@ from simcore.analytic.advisor import (
 )
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
+from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
 from simcore.errors import ConfigError
 from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
@@ -36,6 +37,7 @@ OPTION_OF = {
     "devices_per_host": "--devices-per-host",
     "intra_bandwidth_bps": "--intra-bandwidth",
     "flow_cap_bps": "--flow-cap",
+    "replications": "--replications",
 }
 
 
@@ -75,6 +77,7 @@ def register(subparsers: Any) -> None:
         help=f"steps per worker per simulation (default {DEFAULT_SIM_STEPS})",
     )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
+    add_replications_options(p, phases=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
@@ -106,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             devices_per_host=_sizes(args.devices_per_host),
             intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
             flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
+            replications=args.replications,
         )
     except ConfigError as err:
         name, _, rest = str(err).partition(":")
@@ -147,7 +151,12 @@ def _row(rank: int, r: Ranked) -> dict[str, Any]:
         "analytic_examples_per_s": r.analytic_examples_per_s,
         "simulated_examples_per_s": None
         if sim is None
-        else {"value": sim.value, "ci_low": sim.ci_low, "ci_high": sim.ci_high},
+        else {
+            "value": sim.value,
+            "ci_low": sim.ci_low,
+            "ci_high": sim.ci_high,
+            "spread": None if r.simulated_spread is None else list(r.simulated_spread),
+        },
         "examples_per_s": r.examples_per_s,
         "source": r.source,
         "cost_per_million_examples": r.cost_per_million_examples,
@@ -198,7 +207,8 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"parameters; budget {advice.machines} machines, "
         f"{format_bandwidth(advice.bandwidth_bps)} each{where}",
         f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
-        f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed})",
+        f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed}"
+        f"{advise_seeds_note(args)})",
         "ranked by simulated examples/s where simulated, analytic otherwise",
         f"{'rank':>4}  {'configuration':<{width}} {'machines':>8} {'analytic':>10}  "
         f"{'simulated (95% CI)':<28}" + (f" {'cost/M ex':>10}" if priced else ""),
@@ -210,7 +220,8 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         cost = f" {r.cost_per_million_examples:>10.4g}" if priced else ""
         lines.append(
             f"{i + 1:>4}  {r.candidate.label:<{width}} {r.candidate.machines:>8} "
-            f"{r.analytic_examples_per_s:>10.4g}  {_sim_cell(r):<28}{cost}".rstrip()
+            f"{r.analytic_examples_per_s:>10.4g}  {_sim_cell(r):<28}{cost}"
+            f"{advise_spread_note(r)}".rstrip()
         )
     if priced:
         cheapest = advice.by_cost[0]

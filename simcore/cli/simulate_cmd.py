@@ -24,6 +24,13 @@ from simcore.cli.host_options import (
 )
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
+from simcore.cli.seeds import (
+    add_replications_options,
+    format_phases,
+    format_spread,
+    replications_option,
+    sweep_spread_cell,
+)
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import refuse_existing
@@ -92,12 +99,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=int, default=1000, help="steps per worker (default 1000)")
     p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
-    p.add_argument(
-        "--replications",
-        type=int,
-        default=1,
-        help="independent runs for the CI (default 1: batch means)",
-    )
+    add_replications_options(p)
     p.add_argument("--batches", type=int, default=10, help="batches for batch means")
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
     p.add_argument(
@@ -232,7 +234,7 @@ def build_config(
         steps=args.steps,
         warmup_steps=args.warmup,
         seed=args.seed,
-        replications=args.replications,
+        replications=replications_option(args),
         batches=args.batches,
         flow_cap_bps=None
         if args.flow_cap is None
@@ -295,6 +297,9 @@ def run(args: argparse.Namespace) -> int:
         print(format_result(results[0], traces[0]))
     else:
         print(format_sweep(results, traces[0]))
+    if args.phases and not args.json:
+        for result in results:
+            print("\n".join(format_phases(result)))
     return 0
 
 
@@ -317,7 +322,7 @@ def _check_writable(path: Path, force: bool) -> None:
 
 def _work(config: SimulationConfig) -> int:
     """Worker-steps a config simulates (progress units)."""
-    runs = config.replications * (2 if config.policy_name == HYBRID else 1)
+    runs = config.replication_count * (2 if config.policy_name == HYBRID else 1)
     return config.workers * config.steps * runs
 
 
@@ -369,6 +374,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
         f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {result.steps_per_s.value:.4g} steps/s",
+        *format_spread(result),
         *_components(result),
         f"step time  mean {result.mean_step_s * 1e3:.3f} ms over workers",
     ]
@@ -454,14 +460,15 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     lines = [
         head,
         f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
-        f"{'step ms':>9} {'down util':>9} {'up util':>8}",
+        f"{'step ms':>9} {'down util':>9} {'up util':>8}"
+        + ("  spread over seeds" if len(results[0].replication_steps_per_s) > 1 else ""),
     ]
     for r in results:
         util = {link.name: link.utilization for link in r.links}
         lines.append(
             f"{r.config.workers:>4} {r.examples_per_s.value:>11.4g} {_ci(r):>21} "
             f"{r.steps_per_s.value:>9.4g} {r.mean_step_s * 1e3:>9.3f} "
-            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}"
+            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}" + sweep_spread_cell(r)
         )
     return "\n".join(lines)
 

@@ -23,6 +23,7 @@ from simcore.cli.host_options import (
     workers_text,
 )
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
     TimelineSpan,
@@ -84,6 +85,7 @@ def register(subparsers: Any) -> None:
         help=f"steps per worker (default {DEFAULT_STEPS})",
     )
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
+    add_replications_options(p, phases=False)
     p.add_argument(
         "--window",
         help="steps to show, FIRST:LAST inclusive (default: 3 steps from the middle of the run)",
@@ -188,6 +190,7 @@ def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
         warmup_steps=warmup,
         batches=max(2, min(10, args.steps - warmup)),
         seed=args.seed,
+        replications=replications_option(args),
         timeline=True,
         flow_cap_bps=None
         if args.flow_cap is None
@@ -237,7 +240,8 @@ def _timeline(
         _write_chrome(args, spans, trace, result, where)
     print(
         f"simulated {c.workers} workers x {c.steps} steps: "
-        f"{result.examples_per_s.value:.4g} examples/s after {c.warmup_steps} warm-up steps",
+        f"{result.examples_per_s.value:.4g} examples/s after {c.warmup_steps} warm-up steps"
+        + shown_seed_note(result),
         file=sys.stderr,
     )
 

@@ -72,6 +72,28 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.2f} MiB"
 
 
+OVERHEAD_NOTES = {
+    "begin": "before the backward, outside forward ops",
+    "end": "the rest: autograd gaps, optimizer bookkeeping",
+    "total": "step wall minus its layers' ops",
+}
+
+
+def _overhead_lines(trace: Trace, summary: TraceSummary) -> list[str]:
+    """The per-step fixed costs (``overhead:begin``/``overhead:end``), or why there are none."""
+    if not summary.overhead_s:
+        why = (
+            "not measured (a schema v1 trace: profile it again to include them)"
+            if trace.schema_version < 2
+            else "none in this trace"
+        )
+        return [f"  {'overhead':<22} {why}"]
+    return [
+        f"  {'overhead ' + part:<22} {_ms(spread)}   ({OVERHEAD_NOTES[part]})"
+        for part, spread in summary.overhead_s.items()
+    ]
+
+
 def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
     """The text of ``sgdsim trace show``."""
     md = trace.metadata
@@ -94,7 +116,9 @@ def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
     for kind, spread in summary.phase_s.items():
         lines.append(f"  {kind:<22} {_ms(spread)}   (sum of per-op times)")
     for phase, spread in summary.measured_s.items():
-        lines.append(f"  {phase + ' (measured)':<22} {_ms(spread)}   (whole phase, wall clock)")
+        what = "whole step" if phase == "step" else "whole phase"
+        lines.append(f"  {phase + ' (measured)':<22} {_ms(spread)}   ({what}, wall clock)")
+    lines += _overhead_lines(trace, summary)
     if n_layers:
         slowest = sorted(summary.layers, key=lambda t: t.forward_s + t.backward_s, reverse=True)
         lines += [

@@ -35,6 +35,7 @@ from simcore.errors import ConfigError, TraceError
 from simcore.sim.dag import INTRA_BROADCAST, INTRA_REDUCE
 from simcore.sim.results import Timeline
 from simcore.trace.model import Resource, Trace
+from simcore.trace.overhead import OVERHEAD_IDS
 
 # Thread ids per resource, in the order a person reads a step: pull, compute, push, server.
 RESOURCE_TIDS: dict[str, int] = {
@@ -51,6 +52,7 @@ PARSE = "parse"
 ALLREDUCE = "allreduce"  # a ring's transfers (uplink ops of the step DAG)
 INTRA = "intra-host"  # reduce and broadcast among a host's devices
 LATENCY = "latency"
+OVERHEAD = "overhead"  # a step's fixed costs outside its layers (simcore.trace.overhead)
 US_DECIMALS = 3  # timestamps in microseconds, rounded to the nanosecond
 
 
@@ -62,7 +64,7 @@ class TimelineSpan:
     resource: str  # "downlink", "worker", "uplink", "ps" (or any label): the thread
     name: str  # op id
     category: str  # op kind: pull, forward, backward, push, allreduce, update, parse, latency,
-    # intra-host, other
+    # intra-host, overhead, other
     start_s: float
     duration_s: float
     args: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +83,8 @@ def display_kind(op: str, kind: str) -> str:
         return PARSE
     if op.startswith((f"{INTRA_REDUCE}:", f"{INTRA_BROADCAST}:")):
         return INTRA
+    if op in OVERHEAD_IDS:
+        return OVERHEAD
     return kind
 
 

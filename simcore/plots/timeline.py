@@ -50,6 +50,7 @@ KIND_COLORS: dict[str, str] = {
     "parse": "#8c564b",
     "latency": "#9e9e9e",
     "intra-host": "#ff7f0e",
+    "overhead": "#e377c2",
     "other": "#7f7f7f",
 }
 ROW_KINDS = ("pull", "compute", "push", "allreduce", "update")  # row order within a worker

@@ -22,6 +22,7 @@ from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
 from simcore.sim import SimulationConfig
+from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
 from simcore.units import format_bandwidth
 
 EXIT_USAGE = 2
@@ -80,6 +81,13 @@ def scenario_parser(
         "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
     )
     parser.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
+    parser.add_argument(
+        "--replications",
+        type=positive_int,
+        default=None,
+        help=f"independent runs (seeds) per point (default {ASYNC_REPLICATIONS} for Async-SGD "
+        f"with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
+    )
     parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -113,6 +121,7 @@ def base_config(args: argparse.Namespace, **settings: Any) -> tuple[SimulationCo
         steps=args.steps,
         warmup_steps=args.warmup,
         seed=args.seed,
+        replications=getattr(args, "replications", None),  # None: by mode (async: 5 seeds)
         **settings,
     )
     return config, label

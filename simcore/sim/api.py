@@ -130,12 +130,13 @@ def _run(
     started = time.perf_counter()
     _, dags, worker_dag = _compile(traces, config)
     worker_trace = trace_of_worker(config, len(traces))
-    seeds = np.random.SeedSequence(config.seed).spawn(config.replications)
-    total = config.replications * config.workers * config.steps
+    seeds = np.random.SeedSequence(config.seed).spawn(config.replication_count)
+    total = config.replication_count * config.workers * config.steps
     records: list[RunRecord] = []
     for r, seed in enumerate(seeds):
+        # One replication's timeline is shown: the others need not keep theirs.
         engine = Engine(
-            config,
+            config if r == 0 else dataclasses.replace(config, timeline=False),
             dags,
             worker_dag,
             get_sharing_policy(config.policy_name),
@@ -196,6 +197,12 @@ def _hybrid(
         replication_steps_per_s=tuple(
             (a + b) / 2
             for a, b in zip(fcfs.replication_steps_per_s, ps.replication_steps_per_s, strict=True)
+        ),
+        replication_examples_per_s=tuple(
+            (a + b) / 2
+            for a, b in zip(
+                fcfs.replication_examples_per_s, ps.replication_examples_per_s, strict=True
+            )
         ),
         simulated_ops=fcfs.simulated_ops + ps.simulated_ops,
         wall_time_s=fcfs.wall_time_s + ps.wall_time_s,

@@ -26,6 +26,22 @@ PLACEMENTS = ("greedy", "round-robin")
 OVERLAPS = ("layerwise", "none")
 HYBRID = "hybrid"
 
+# Replications the CLI and the reports run by default. Async-SGD: identical workers settle in
+# lock-step or in pipelined phases depending on the seed (simcore.sim.phases), so one run's
+# batch means can be tight around one of two answers. Five seeds give a t interval with 4
+# degrees of freedom (t = 2.78) and show both patterns with probability 1 - p^5 - (1-p)^5
+# when a seed lands in one with probability p (0.83 at p = 0.3, against 0.63 with three seeds),
+# at five times one run's cost. Sync-SGD restarts every worker at each barrier, and one worker
+# has no phases, so neither can settle differently: one run with batch means.
+ASYNC_REPLICATIONS = 5
+SYNC_REPLICATIONS = 1
+
+
+def default_replications(mode: str, workers: int = 2) -> int:
+    """The replications the CLI and reports run for ``mode`` and ``workers`` unless told
+    otherwise: several for Async-SGD with two workers or more, else one."""
+    return ASYNC_REPLICATIONS if mode == "async" and workers > 1 else SYNC_REPLICATIONS
+
 
 @dataclass(frozen=True)
 class SimulationConfig:
@@ -46,6 +62,9 @@ class SimulationConfig:
     warmup_steps : first k steps of each worker left out of the estimates (ICPE'20 4.1: 50).
     seed : root seed; replications, workers and schedulers get independent streams from it.
     replications : independent runs; with >= 2 the 95% CI comes from them, with 1 from batch means.
+        None: the default for the mode (``default_replications``: 5 for async with two workers
+        or more, else 1), as
+        the CLI and the scenarios use it; ``replication_count`` is the number run.
     batches : batch count for batch means (used when ``replications == 1``).
     flow_cap_bps : per-flow rate cap (TPDS'22 4.4), one value or one per worker; None = none.
     cap_mode : ``"clip"`` (min(share, cap), the rest unused: the paper) or ``"maxmin"``.
@@ -118,7 +137,7 @@ class SimulationConfig:
     steps: int = 1000
     warmup_steps: int = 50
     seed: int = 1
-    replications: int = 1
+    replications: int | None = 1
     batches: int = 10
     flow_cap_bps: float | tuple[float, ...] | None = None
     cap_mode: str = "clip"
@@ -154,6 +173,13 @@ class SimulationConfig:
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
         _validate(self)
+
+    @property
+    def replication_count(self) -> int:
+        """The replications run: ``replications``, or the mode's default when it is None."""
+        if self.replications is None:
+            return default_replications(self.mode, self.workers)
+        return self.replications
 
     @property
     def policy_name(self) -> str:
@@ -229,7 +255,6 @@ def _validate(config: SimulationConfig) -> None:
         ("workers", 1),
         ("steps", 1),
         ("warmup_steps", 0),
-        ("replications", 1),
         ("batches", 2),
         ("servers", 1),
         ("window_bytes", 1),
@@ -238,6 +263,8 @@ def _validate(config: SimulationConfig) -> None:
         ("colocated_workers", 1),
     ):
         _int_at_least(config, name, low)
+    if config.replications is not None:
+        _int_at_least(config, "replications", 1)
     if config.steps <= config.warmup_steps:
         raise ConfigError(
             f"steps: must be greater than warmup_steps ({config.warmup_steps}), got {config.steps}"

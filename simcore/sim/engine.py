@@ -66,6 +66,7 @@ class RunRecord:
     ends: np.ndarray  # (workers, len(boundaries)) end times s; column 0 is e_w[k-1] (0 if k=0)
     step_moments: np.ndarray  # (workers, 4): count, mean, M2 (Welford), max of step times s
     step_min: np.ndarray  # (workers,) shortest post-warm-up step s
+    step_ends: np.ndarray  # (workers, steps) e_w[n] s: step-time distributions and phases
     window_s: tuple[float, float]  # link statistics window: all warmed up .. first worker done
     links: tuple[tuple[LinkCounters, LinkCounters], ...]  # counters at window start and end
     dedicated: bool  # links of a dedicated policy: one per worker
@@ -120,6 +121,7 @@ class Engine:
         self.ends = np.zeros((n_w, len(self.boundaries)))
         self.moments = np.zeros((n_w, 4))
         self.step_min = np.full(n_w, math.inf)
+        self.step_ends = np.zeros((n_w, config.steps))
         self.last_end = [0.0] * n_w
         self.profile_step = [0] * n_w
         self.step_records: list[tuple[int, int, float, float, int]] = []
@@ -375,6 +377,7 @@ class Engine:
         self.last_end[w] = now
         if self.recorder is not None:
             self.step_records.append((w, step, start, now, self.profile_step[w]))
+        self.step_ends[w, step] = now
         col = self._boundary_col.get(step)
         if col is not None:
             self.ends[w, col] = now
@@ -444,6 +447,7 @@ class Engine:
             ends=self.ends,
             step_moments=self.moments,
             step_min=self.step_min,
+            step_ends=self.step_ends,
             window_s=(start[0], self._window_end[0]),
             links=tuple(zip(start[1], self._window_end[1], strict=True)),
             dedicated=self.policy.dedicated,

@@ -15,6 +15,12 @@ Sync-SGD). Examples/s weighs each worker's term by its batch size.
   batches at the same step indices, ``X_j`` is the estimator on batch j, and the interval is the
   point estimate ``+- t(0.975, b-1) * sd(X_j) / sqrt(b)``.
 
+Spread over seeds: with several replications, ``replication_steps_per_s`` and
+``replication_examples_per_s`` hold each one's X, and ``steps_spread``/``examples_spread`` their
+minimum and maximum. Async-SGD workers can settle in different phase patterns from seed to seed
+(``simcore.sim.phases``), so the range says more than one run's batch means; ``phases`` says how
+each replication's workers lined up, and each worker's step-time quantiles are kept.
+
 Link statistics are time averages over the window from the moment every worker has finished its
 warm-up to the moment the first worker finishes its last step (all workers active), averaged over
 replications.
@@ -30,6 +36,7 @@ import numpy as np
 
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import RunRecord, SimulationError
+from simcore.sim.phases import ReplicationPhases, replication_phases, step_time_quantiles
 
 # Two-sided 95% Student t quantiles t(0.975, df), df = 1..30.
 _T975 = (
@@ -86,6 +93,9 @@ class WorkerStats:
     std_step_s: float
     min_step_s: float
     max_step_s: float
+    p05_step_s: float = math.nan  # quantiles of the step times (pooled over replications)
+    median_step_s: float = math.nan
+    p95_step_s: float = math.nan
 
     @property
     def steps_per_s(self) -> float:
@@ -188,6 +198,19 @@ class SimulationResult:
     wall_time_s: float
     timeline: Timeline | None = None
     components: tuple[SimulationResult, ...] = ()
+    replication_examples_per_s: tuple[float, ...] = ()
+    phases: tuple[ReplicationPhases, ...] = ()  # per replication, how the workers lined up
+
+    @property
+    def steps_spread(self) -> tuple[float, float]:
+        """(min, max) over replications of their steps/s."""
+        return min(self.replication_steps_per_s), max(self.replication_steps_per_s)
+
+    @property
+    def examples_spread(self) -> tuple[float, float]:
+        """(min, max) over replications of their examples/s."""
+        values = self.replication_examples_per_s or (self.examples_per_s.value,)
+        return min(values), max(values)
 
     @property
     def mean_step_s(self) -> float:
@@ -276,7 +299,12 @@ def summarize(
         steps_per_s=steps,
         examples_per_s=examples,
         replication_steps_per_s=tuple(x for x, _ in runs),
-        workers=_worker_stats(records, worker_trace),
+        replication_examples_per_s=tuple(e for _, e in runs),
+        phases=tuple(
+            replication_phases(r.step_ends, config.warmup_steps, i, runs[i][0])
+            for i, r in enumerate(records)
+        ),
+        workers=_worker_stats(records, worker_trace, config.warmup_steps),
         links=_link_stats(records, config.workers),
         simulated_ops=sum(r.ops_done for r in records),
         simulated_time_s=records[-1].end_s,
@@ -286,7 +314,7 @@ def summarize(
 
 
 def _worker_stats(
-    records: Sequence[RunRecord], worker_trace: Sequence[int]
+    records: Sequence[RunRecord], worker_trace: Sequence[int], warmup: int
 ) -> tuple[WorkerStats, ...]:
     out = []
     for w, trace in enumerate(worker_trace):
@@ -301,6 +329,9 @@ def _worker_stats(
             m2 += m2b + delta * delta * n * nb / total
             n = total
         std = math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
+        p05, median, p95 = step_time_quantiles(
+            [r.step_ends[w] for r in records], warmup, (0.05, 0.5, 0.95)
+        )
         out.append(
             WorkerStats(
                 worker=w,
@@ -310,6 +341,9 @@ def _worker_stats(
                 std_step_s=std,
                 min_step_s=float(min(r.step_min[w] for r in records)),
                 max_step_s=float(max(r.step_moments[w, 3] for r in records)),
+                p05_step_s=p05,
+                median_step_s=median,
+                p95_step_s=p95,
             )
         )
     return tuple(out)
@@ -366,11 +400,25 @@ def result_to_dict(result: SimulationResult) -> dict[str, object]:
         for f in fields(result.config)
     }
     config["sharing"] = result.config.policy_name
+    config["replications"] = result.config.replication_count
     out = {
         "config": config,
         "steps_per_s": asdict(result.steps_per_s),
         "examples_per_s": asdict(result.examples_per_s),
         "replication_steps_per_s": list(result.replication_steps_per_s),
+        "replication_examples_per_s": list(result.replication_examples_per_s),
+        "spread": {
+            "steps_per_s": list(result.steps_spread),
+            "examples_per_s": list(result.examples_spread),
+        },
+        "phases": [
+            {
+                "label": p.label,
+                **asdict(p),
+                "pairs": [{"label": q.label, **asdict(q)} for q in p.pairs],
+            }
+            for p in result.phases
+        ],
         "mean_step_s": result.mean_step_s,
         "workers": [asdict(w) for w in result.workers],
         "links": [asdict(link) for link in result.links],

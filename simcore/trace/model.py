@@ -20,8 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 SCHEMA_NAME = "sgdsim.trace"
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+SCHEMA_VERSION = 2
+# Version 1 traces still load: they lack the per-step fixed costs (FORMAT.md, "Versions").
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
 
 
 class Resource(str, enum.Enum):
@@ -127,7 +128,10 @@ class StepProfile:
     transfer time from bytes and bandwidth) or the measured transfer time when the profile came from
     a run with a real parameter server. ``start_s[i]`` is the op's measured start relative to the
     step's start, or ``None`` when not recorded. ``forward_s``, ``backward_s`` and ``update_s`` are
-    the wall-clock times of the whole phases, measured around them in the same step.
+    the wall-clock times of the whole phases, measured around them in the same step. ``wall_s``
+    (schema version 2) is the wall-clock time of the whole step, from before zeroing the
+    gradients to after the last update; the step's fixed-cost ops carry what its layers' ops do
+    not cover (``simcore.trace.overhead``).
     """
 
     duration_s: tuple[float | None, ...]
@@ -135,6 +139,7 @@ class StepProfile:
     forward_s: float | None = None
     backward_s: float | None = None
     update_s: float | None = None
+    wall_s: float | None = None
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -289,6 +289,7 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
                 forward_s=ctx.optional_seconds(raw, "forward_s", where),
                 backward_s=ctx.optional_seconds(raw, "backward_s", where),
                 update_s=ctx.optional_seconds(raw, "update_s", where),
+                wall_s=ctx.optional_seconds(raw, "wall_s", where),
             )
         )
     return tuple(steps)
@@ -348,7 +349,7 @@ def _step_to_dict(step: StepProfile) -> dict[str, Any]:
     out: dict[str, Any] = {"duration_s": list(step.duration_s)}
     if step.start_s is not None:
         out["start_s"] = list(step.start_s)
-    for key in ("forward_s", "backward_s", "update_s"):
+    for key in ("forward_s", "backward_s", "update_s", "wall_s"):
         value = getattr(step, key)
         if value is not None:
             out[key] = value

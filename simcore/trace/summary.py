@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcore.trace.model import OpKind, Trace
+from simcore.trace.overhead import overhead_matrix
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,8 @@ class TraceSummary:
     pull_nbytes: int
     push_nbytes: int
     phase_s: dict[str, Spread]  # per OpKind value, sum of op durations per step
-    measured_s: dict[str, Spread]  # whole-phase wall times measured in the same steps
+    measured_s: dict[str, Spread]  # whole-phase (and whole-step: "step") wall times, same steps
+    overhead_s: dict[str, Spread]  # fixed costs per step: "begin", "end", "total"; {} if none
     layers: tuple[LayerTime, ...]  # every layer, in trace order
 
 
@@ -66,10 +68,19 @@ def summarize(trace: Trace) -> TraceSummary:
         if (kinds == kind.value).any()
     }
     measured_s = {}
-    for key in ("forward_s", "backward_s", "update_s"):
+    for key in ("forward_s", "backward_s", "update_s", "wall_s"):
         values = [getattr(step, key) for step in trace.steps]
         if all(v is not None for v in values):
-            measured_s[key.removesuffix("_s")] = Spread.of(np.array(values, dtype=float))
+            name = "step" if key == "wall_s" else key.removesuffix("_s")
+            measured_s[name] = Spread.of(np.array(values, dtype=float))
+    overhead = overhead_matrix(trace)
+    overhead_s = {}
+    if overhead is not None:
+        overhead_s = {
+            "begin": Spread.of(overhead[:, 0]),
+            "end": Spread.of(overhead[:, 1]),
+            "total": Spread.of(overhead.sum(axis=1)),
+        }
     # Communication ops have no duration in a solo profile (NaN); only compute columns are read.
     mean = np.nan_to_num(matrix).mean(axis=0)
     fwd: dict[str, float] = {}
@@ -101,5 +112,6 @@ def summarize(trace: Trace) -> TraceSummary:
         push_nbytes=sum(op.nbytes or 0 for op in trace.ops if op.kind is OpKind.PUSH),
         phase_s=phase_s,
         measured_s=measured_s,
+        overhead_s=overhead_s,
         layers=layers,
     )

@@ -1,0 +1,122 @@
+"""The spread over seeds and the workers' phases, for the commands that simulate Async-SGD.
+
+Computation lives in ``simcore.sim.results`` and ``simcore.sim.phases``; this module only adds
+the options (``--replications``, ``--phases``) and formats what they ask for.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from simcore.analytic.advisor import Ranked
+from simcore.sim import SimulationResult
+from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS, default_replications
+from simcore.sim.phases import MIXED
+
+WORKERS_LISTED = 8  # --phases lists the step times of this many workers; --json has all
+
+
+def add_replications_options(parser: Any, phases: bool = True) -> None:
+    """``--replications N`` (default: by mode) and, with ``phases``, ``--phases``."""
+    parser.add_argument(
+        "--replications",
+        type=int,
+        default=None,
+        help=f"independent runs (seeds) for the CI and the spread (default {ASYNC_REPLICATIONS} "
+        f"for async with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
+    )
+    if phases:
+        parser.add_argument(
+            "--phases",
+            action="store_true",
+            help="per seed, whether the workers ran in lock-step or pipelined; step times",
+        )
+
+
+def replications_option(args: argparse.Namespace) -> int | None:
+    """``--replications`` as given; None lets the config take the mode's default."""
+    given: int | None = getattr(args, "replications", None)
+    return given
+
+
+def format_spread(result: SimulationResult) -> list[str]:
+    """The spread over seeds of a run with several replications (none for one)."""
+    runs = len(result.replication_steps_per_s)
+    if runs < 2:
+        return []
+    low, high = result.examples_spread
+    return [f"spread     {low:.4g} .. {high:.4g} examples/s over {runs} seeds (min .. max)"]
+
+
+def shown_seed_note(result: SimulationResult) -> str:
+    """For a timeline of several replications: the spread, and which seed the figure shows."""
+    runs = len(result.replication_examples_per_s)
+    if runs < 2:
+        return ""
+    low, high = result.examples_spread
+    shown = result.replication_examples_per_s[0]
+    return (
+        f" (mean of {runs} seeds, spread {low:.4g} .. {high:.4g}; "
+        f"the timeline shows seed 0: {shown:.4g}, {result.phases[0].label})"
+    )
+
+
+def advise_seeds_note(args: argparse.Namespace) -> str:
+    """How many seeds advise's Async-SGD simulations ran (its header)."""
+    runs = default_replications("async") if args.replications is None else args.replications
+    return f"; Async-SGD: mean of {runs} seeds, 'seeds' gives their range" if runs > 1 else ""
+
+
+def advise_spread_note(ranked: Ranked) -> str:
+    """An advise row's ``seeds min..max`` (examples/s), when it was simulated with several."""
+    if ranked.simulated_spread is None:
+        return ""
+    low, high = ranked.simulated_spread
+    return f" seeds {low:.4g}..{high:.4g}"
+
+
+def sweep_spread_cell(result: SimulationResult) -> str:
+    """A sweep row's ``min .. max`` examples/s over seeds ('' for one replication)."""
+    if len(result.replication_steps_per_s) < 2:
+        return ""
+    low, high = result.examples_spread
+    return f"  {low:.4g} .. {high:.4g}"
+
+
+def format_phases(result: SimulationResult) -> list[str]:
+    """``--phases``: per seed, how the workers lined up (simcore.sim.phases), and step times."""
+    c = result.config
+    lines = [
+        f"phases     W = {c.workers}, {c.arch}/{c.mode}: per seed, how far apart consecutive "
+        "workers start their steps (fraction of a step: 0 together, 0.5 alternating)"
+    ]
+    for rep in result.phases:
+        pairs = rep.pairs
+        detail = ""
+        if pairs:
+            mean = sum(min(p.mean_offset, 1 - p.mean_offset) for p in pairs) / len(pairs)
+            together = sum(p.lockstep_share for p in pairs) / len(pairs)
+            locked = min(p.concentration for p in pairs)
+            detail = (
+                f": mean offset {mean:.2f}, {100 * together:.0f}% of starts together, "
+                f"concentration >= {locked:.2f}"
+            )
+            if rep.label == MIXED:
+                counts = Counter(p.label for p in pairs)
+                detail += " (pairs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")"
+        lines.append(
+            f"  seed {rep.replication}  {rep.steps_per_s:10.4g} steps/s  {rep.label}{detail}"
+        )
+    if c.mode == "sync":
+        lines.append("  (Sync-SGD starts every step at the barrier: lock-step by construction)")
+    for w in result.workers[:WORKERS_LISTED]:
+        lines.append(
+            f"  worker {w.worker:<3} step ms: p5 {w.p05_step_s * 1e3:.3f}, median "
+            f"{w.median_step_s * 1e3:.3f}, p95 {w.p95_step_s * 1e3:.3f}, mean "
+            f"{w.mean_step_s * 1e3:.3f}"
+        )
+    if len(result.workers) > WORKERS_LISTED:
+        lines.append(f"  ... and {len(result.workers) - WORKERS_LISTED} more workers (--json)")
+    return lines
