@@ -294,14 +294,16 @@ def _how(method: str, created_utc: str) -> str:
     return f"; {', '.join(parts)}" if parts else ""
 
 
-def profile_note(profile: NetworkProfile) -> str:
+def profile_note(profile: NetworkProfile, name: str | None = None) -> str:
     """A note naming the effects ``profile`` does not carry (which are then off unless given as
-    options), or "" when it carries them all."""
+    options), or "" when it carries them all. ``name``: how to call the profile (default: the
+    file it was loaded from)."""
     if not profile.lacks:
         return ""
     version = f", schema version {profile.schema_version}" if profile.schema_version < 2 else ""
+    lacks = ", ".join(profile.lacks)
     return (
-        f"note: network profile {profile.source} has no {', '.join(profile.lacks)}{version}; "
+        f"note: network profile {name or profile.source} has no {lacks}{version}; "
         "those effects are off unless given as options (re-measure with `sgdsim network measure` "
         "to record them)"
     )

@@ -29,16 +29,18 @@ def test_async_table_of_a_sample_trace(capsys: pytest.CaptureFixture[str]) -> No
     assert "hybrid Eq. 5 with rho_T 0.6, overlap Eq. 6 (reselect)" in out[1]
     assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap"]
     assert out[3].split()[:3] == ["W", "examples/s", "steps/s"] and out[3].endswith("solver")
-    rows = out[4:]
+    rows = out[4:-1]
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "16"]
     assert all("grouped; hybrid = " in r for r in rows)
+    assert out[-1] == "link: B 1.00 Gbit/s (--bandwidth)"
 
 
 def test_sync_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "resnet50-b32", "--workers", "2,8", "--mode", "sync"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap", "allreduce"]
-    assert all(r.endswith("closed form") for r in out[4:]) and len(out) == 6
+    assert all(r.endswith("closed form") for r in out[4:6]) and len(out) == 7
+    assert out[6] == "link: B 10.0 Gbit/s (default)"
 
 
 def test_json_matches_the_library(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -371,6 +371,7 @@ def advise(
     devices_per_host: Sequence[int] = (1,),
     intra_bandwidth_bps: float | None = None,
     flow_cap_bps: float | None = None,
+    configure: Callable[[SimulationConfig], SimulationConfig] | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -391,6 +392,9 @@ def advise(
     intra_bandwidth_bps : the link inside a host, needed with hosts of more than one device.
     flow_cap_bps : a per-flow cap of the network, applied in the simulations that confirm the
         best candidates (the analytic models have no caps, so they rank as if there were none).
+    configure : applied to each confirming simulation's configuration, e.g. a link's measured
+        effects (:meth:`simcore.link_settings.LinkSettings.apply`); the analytic ranking has
+        none of them.
 
     Returns
     -------
@@ -434,6 +438,8 @@ def advise(
         )
         for c in top
     ]
+    if configure is not None:
+        configs = [configure(config) for config in configs]
     simulated = _simulate_all(trace, top, configs, progress)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
     ranked.sort(key=lambda r: _order(r.candidate, r.examples_per_s))
