@@ -231,3 +231,27 @@ def test_settings_apply_only_where_they_apply() -> None:
     assert (ring.bandwidth_bps, ring.flow_weight_cv) == (800e6, 0.0)
     own_cores = settings.apply(SimulationConfig(bandwidth_bps=1.0, host_cpu_cores=8.0))
     assert own_cores.host_cpu_cores == 8.0 and own_cores.comm_cpu_s_per_byte == 1e-8
+
+
+def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
+    capsys: pytest.CaptureFixture[str], profile_path: Path, tmp_path: Path
+) -> None:
+    from test_validation_measurements import measurements
+
+    from profilers.distributed.measurements import save_measurements
+
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    args = ["validate", "--from-runs", str(runs), "--quiet", "--json"]
+    assert main(args) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert "flow weight cv 0.112 (measured)" in measured["link"]
+    assert "(measured one flow)" in measured["link"]
+    assert main([*args, "--network", str(profile_path), "--flow-weight-cv", "0.5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bandwidth_bps"] == load_network_profile(profile_path).bandwidth_bps
+    assert doc["flow_weight_cv"] == 0.5
+    assert doc["link"] == (
+        f"link: 920 Mbit/s ({profile_path}) + 33.5 us ({profile_path}), ring AllReduce goodput "
+        f"per W ({profile_path}), flow weight cv 0.5 (--flow-weight-cv), transfer CPU 38 ns/B "
+        f"({profile_path})"
+    )
