@@ -26,12 +26,12 @@ from profilers.netprofile import doubling_sizes, measure_network
 from simcore.errors import ConfigError, ProfilingError, TraceError
 from simcore.network import (
     NetworkProfile,
-    network_profile_table,
-    profile_note,
     fit_linear_transfer,
     fit_network_profile,
     network_profile_from_dict,
+    network_profile_table,
     network_profile_to_dict,
+    profile_note,
 )
 from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
@@ -415,3 +415,70 @@ def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(shutil, "which", lambda tool: None)
     with pytest.raises(ConfigError, match="`ip` not found"):
         netns_testbed.check_permitted()
+
+
+# --- measuring the effects (loopback) ------------------------------------------------------------
+
+
+def test_weight_cv_per_direction_by_hand() -> None:
+    from profilers.link_sharing import LinkSharingReport, SharingTrial
+
+    # One flow alone takes 1 s each way; two together end at 1 + r (r: lighter over heavier).
+    report = LinkSharingReport(
+        8e6,
+        (
+            SharingTrial("into", 1_000_000, (1.0,)),
+            SharingTrial("out of", 1_000_000, (1.0,)),
+            SharingTrial("into", 1_000_000, (1.5, 2.0)),  # r = 0.5
+            SharingTrial("out of", 1_000_000, (2.0, 2.0)),  # r = 1: equal shares
+        ),
+    )
+    sigma2_into = math.log(0.5) ** 2 / 2
+    assert report.weight_cv("into") == pytest.approx(math.sqrt(math.expm1(sigma2_into)))
+    assert report.weight_cv("out of") == 0.0
+    pooled = math.sqrt(math.expm1(sigma2_into / 2))  # the mean of ln(r)^2 over both pairs
+    assert report.weight_cv() == pytest.approx(pooled)
+
+
+def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
+    from profilers.network_measure import MeasureOptions, measure_profile
+
+    options = MeasureOptions(
+        min_nbytes=1 << 10,
+        max_nbytes=1 << 20,
+        repeats=3,
+        warmup=1,
+        timeout_s=60,
+        cpu_repeats=3,
+        sharing_seconds=0.02,
+        sharing_repeats=1,
+        ring_max=3,
+        ring_repeats=2,
+        note="test run",
+    )
+    lines: list[str] = []
+    profile = measure_profile(options, say=lines.append)
+    assert profile.lacks == ()
+    assert profile.transfer_cpu is not None and profile.flow_sharing is not None
+    assert profile.transfer_cpu.s_per_byte >= 0 and profile.transfer_cpu.host_cpu_cores >= 1
+    assert profile.flow_sharing.weight_cv >= 0 and profile.flow_sharing.pull_cv is not None
+    assert profile.ring_goodput is not None
+    assert [w for w, _ in profile.ring_goodput.points] == [2, 3]
+    assert all(bps > 0 for _, bps in profile.ring_goodput.points)
+    for method in (profile.method, profile.transfer_cpu.method, profile.flow_sharing.method):
+        assert method.endswith("; test run")
+    assert any(line.startswith("ring AllReduce W=3: ") for line in lines)
+    loaded = load_network_profile(save_network_profile(profile, tmp_path / "lo.json"))
+    assert dataclasses.replace(loaded, source=profile.source) == profile
+
+
+def test_measure_options_skip_the_slower_parts() -> None:
+    import argparse
+
+    from profilers.network_measure import add_measure_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_measure_arguments(parser)
+    options = options_from_args(parser.parse_args(["--no-cpu", "--no-sharing", "--no-ring"]))
+    assert (options.cpu_repeats, options.sharing, options.ring_max) == (0, False, 0)
+    assert options_from_args(parser.parse_args([])).ring_max == 4
