@@ -167,6 +167,13 @@ class LinkSharingReport:
         )
         return [r for r in ratios if r is not None]
 
+    def implausible_ratios(self) -> int:
+        """Two-flow trials whose share ratio hit the clamp (1/100 or 100): a flow that ended
+        before it could have on a shared link, or starved. On a link the flows share, none do;
+        on a loaded host's loopback, where flows compete for cores and not for a link, they do,
+        and the cv from them is meaningless."""
+        return sum(1 for r in self.share_ratios() if r <= _RATIO_MIN or r >= 1 / _RATIO_MIN)
+
     def weight_cv(self, direction: str | None = None) -> float:
         """The simulator's ``flow_weight_cv``: lognormal weights with the measured spread, from
         the two-flow trials in ``direction`` (one of :data:`DIRECTIONS`) or both (None).

@@ -44,6 +44,7 @@ __all__ = [
 Progress = Callable[[int, int], None]
 Say = Callable[[str], None]
 RING_LAYER_NBYTES = (4 << 20,) * 4  # 16 MiB in four layers, all-reduced one after another
+SHARING_MAX_NBYTES = 64 << 20  # per flow: four senders hold a payload each in memory
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,25 @@ def measure_profile(
     if options.rank is not None:
         return profile  # the rest would measure this host's loopback, not the link
     if options.sharing:
-        profile = dataclasses.replace(profile, flow_sharing=_flow_sharing(profile, options))
-        assert profile.flow_sharing is not None
-        tell(f"flow weight cv {profile.flow_sharing.weight_cv:.3g}")
+        seconds = min(options.sharing_seconds, 8 * SHARING_MAX_NBYTES / profile.bandwidth_bps)
+        sharing = flow_sharing_effect(
+            profile.bandwidth_bps,
+            seconds_per_flow=seconds,
+            repeats=options.sharing_repeats,
+            timeout_s=options.timeout_s,
+            note=options.note,
+            say=tell,
+        )
+        profile = dataclasses.replace(profile, flow_sharing=sharing)
     if options.ring_max >= 2:
-        profile = dataclasses.replace(profile, ring_goodput=_ring(options, tell))
+        ring = ring_effect(
+            options.ring_max,
+            repeats=options.ring_repeats,
+            timeout_s=options.timeout_s,
+            note=options.note,
+            say=tell,
+        )
+        profile = dataclasses.replace(profile, ring_goodput=ring)
     return profile
 
 
@@ -180,54 +195,95 @@ def _noted(method: str, note: str) -> str:
     return f"{method}; {note}" if note else method
 
 
-def _flow_sharing(profile: NetworkProfile, options: MeasureOptions) -> FlowSharing:
-    """How concurrent loopback flows share this host's network stack."""
+def flow_sharing_effect(
+    rate_bps: float,
+    *,
+    shaped: bool = False,
+    seconds_per_flow: float = 0.1,
+    repeats: int = 3,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> FlowSharing | None:
+    """How unevenly concurrent flows share the link (:func:`profilers.link_sharing.
+    measure_link_sharing`): over loopback, flows sized by ``rate_bps``, or (``shaped``) on the
+    emulated cluster with node 0's link shaped to it. None (and ``say`` is told why) when the
+    flows did not behave as sharing one bottleneck."""
     from profilers.link_sharing import measure_link_sharing
 
+    tell = say or (lambda _line: None)
     report = measure_link_sharing(
-        profile.bandwidth_bps,
+        rate_bps,
         flows=(1, 2, 4),
-        seconds_per_flow=options.sharing_seconds,
-        repeats=options.sharing_repeats,
-        timeout_s=options.timeout_s,
-        shaped=False,
+        seconds_per_flow=seconds_per_flow,
+        repeats=repeats,
+        timeout_s=timeout_s,
+        shaped=shaped,
     )
-    nbytes = report.trials[0].nbytes
+    implausible = report.implausible_ratios()
+    if implausible:
+        tell(
+            f"flow sharing not recorded: {implausible} of {len(report.share_ratios())} pairs of "
+            "flows did not share as on one bottleneck (a flow ended before it could have, or "
+            "starved; on loopback the flows compete for busy cores, not for a link); measure "
+            "on a quieter machine, or give --flow-weight-cv when predicting"
+        )
+        return None
+    where = f"a link shaped to {format_bandwidth(rate_bps)} (tc tbf)" if shaped else "loopback"
     method = (
-        f"profilers.link_sharing over loopback: 1, 2 and 4 TCP flows of {nbytes} B started "
-        f"together and pairs started half a flow apart, {options.sharing_repeats} of each per "
-        "direction; cv of lognormal weights from the spread of ln(share ratio) of the pairs"
+        f"profilers.link_sharing over {where}: 1, 2 and 4 TCP flows of "
+        f"{report.trials[0].nbytes} B started together and pairs started half a flow apart, "
+        f"{repeats} of each per direction; cv of lognormal weights from the spread of "
+        "ln(share ratio) of the pairs"
     )
-    return FlowSharing(
+    sharing = FlowSharing(
         report.weight_cv(),
         pull_cv=report.weight_cv("out of"),
         push_cv=report.weight_cv("into"),
         fcfs_index=report.fcfs_index(),
-        method=_noted(method, options.note),
+        method=_noted(method, note),
         created_utc=_now(),
     )
+    tell(f"flow weight cv {sharing.weight_cv:.3g}")
+    return sharing
 
 
-def _ring(options: MeasureOptions, tell: Say) -> RingGoodput:
-    """A gloo ring AllReduce's goodput over loopback for W = 2..``ring_max``."""
+def ring_effect(
+    ring_max: int,
+    *,
+    link_rate_bps: float | None = None,
+    repeats: int = 5,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> RingGoodput:
+    """A gloo ring AllReduce's goodput for W = 2..``ring_max`` over loopback, or on the
+    emulated cluster with every node's link shaped to ``link_rate_bps``."""
     from profilers.distributed.ring_goodput import measure_ring_goodput
 
+    tell = say or (lambda _line: None)
     points = []
-    for workers in range(2, options.ring_max + 1):
+    for workers in range(2, ring_max + 1):
         ring = measure_ring_goodput(
             RING_LAYER_NBYTES,
             workers=workers,
-            repeats=options.ring_repeats,
-            timeout_s=options.timeout_s,
+            link_rate_bps=link_rate_bps,
+            repeats=repeats,
+            timeout_s=timeout_s,
         )
         points.append((workers, ring.goodput_bps()))
         tell(f"ring AllReduce W={workers}: {format_bandwidth(ring.goodput_bps())}")
-    method = (
-        f"profilers.distributed.ring_goodput over loopback: gloo all_reduce of "
-        f"{len(RING_LAYER_NBYTES)} float32 buffers of {RING_LAYER_NBYTES[0]} B back to back, "
-        f"median of {options.ring_repeats} after 2 warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
+    where = (
+        "loopback"
+        if link_rate_bps is None
+        else f"every node's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
     )
-    return RingGoodput(tuple(points), _noted(method, options.note), _now())
+    method = (
+        f"profilers.distributed.ring_goodput over {where}: gloo all_reduce of "
+        f"{len(RING_LAYER_NBYTES)} float32 buffers of {RING_LAYER_NBYTES[0]} B back to back, "
+        f"median of {repeats} after 2 warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
+    )
+    return RingGoodput(tuple(points), _noted(method, note), _now())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

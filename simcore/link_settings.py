@@ -150,9 +150,7 @@ class LinkSettings:
             return "transfer CPU off" + _unless_default(cpu)
         cores = config.host_cpu_cores
         where = self.host_cpu_cores.source if cores == self.host_cpu_cores.value else "--host-cores"
-        return (
-            f"transfer CPU {cpu.value * 1e9:.3g} ns/B ({cpu.source}) on {cores:g} cores ({where})"
-        )
+        return _cpu_phrase(cpu, cores, where)
 
     def effects_on(self) -> dict[str, Sourced[float]]:
         """The settings beyond a bandwidth that are on (non-zero), by their config name:
@@ -174,8 +172,7 @@ class LinkSettings:
             shown = f"flow weight cv {value.value:.3g}"
         else:
             cores = self.host_cpu_cores
-            on = "" if cores.value is None else f" on {cores.value:g} cores ({cores.source})"
-            return f"transfer CPU {value.value * 1e9:.3g} ns/B ({value.source}){on}"
+            return _cpu_phrase(value, cores.value, cores.source)
         return f"{shown} ({value.source})"
 
     def to_dict(self, config: SimulationConfig) -> dict[str, Any]:
@@ -199,6 +196,17 @@ class LinkSettings:
             "profile": self.profile,
             "note": self.note,
         }
+
+
+def _cpu_phrase(cost: Sourced[float], cores: float | None, cores_source: str) -> str:
+    """``transfer CPU 38 ns/B (--comm-cpu) on 2 cores (--host-cores)``, one source if both
+    came from the same place."""
+    ns = f"transfer CPU {cost.value * 1e9:.3g} ns/B"
+    if cores is None:
+        return f"{ns} ({cost.source})"
+    if cores_source == cost.source:
+        return f"{ns} on {cores:g} cores ({cost.source})"
+    return f"{ns} ({cost.source}) on {cores:g} cores ({cores_source})"
 
 
 def _unless_default(value: Sourced[float]) -> str:

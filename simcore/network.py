@@ -302,8 +302,10 @@ def profile_note(profile: NetworkProfile, name: str | None = None) -> str:
         return ""
     version = f", schema version {profile.schema_version}" if profile.schema_version < 2 else ""
     lacks = ", ".join(profile.lacks)
+    who = name or profile.source
+    who = "this profile" if who == "<memory>" else f"network profile {who}"
     return (
-        f"note: network profile {name or profile.source} has no {lacks}{version}; "
+        f"note: {who} has no {lacks}{version}; "
         "those effects are off unless given as options (re-measure with `sgdsim network measure` "
         "to record them)"
     )

@@ -12,7 +12,8 @@ import pytest
 
 from simcore.cli.main import main
 from simcore.link_settings import LinkSettings, Sourced
-from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
+from simcore.network import network_profile_to_dict
+from simcore.network_effects import EFFECT_KEYS, FlowSharing, RingGoodput, TransferCpu
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.sim import SimulationConfig
 
@@ -110,19 +111,32 @@ def test_text_names_each_source(capsys: pytest.CaptureFixture[str], profile_path
     line = capsys.readouterr().out.splitlines()[-1]
     assert line == (
         f"link: 920 Mbit/s + 33.5 us ({profile_path}), flow weight cv 0.26 ({profile_path}), "
-        f"transfer CPU 38 ns/B ({profile_path}) on 2 cores ({profile_path})"
+        f"transfer CPU 38 ns/B on 2 cores ({profile_path})"
     )
 
 
-def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = network_profile_to_dict(load_network_profile("veth-1gbit"))
+    v1 = {key: value for key, value in doc.items() if key not in EFFECT_KEYS}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({**v1, "schema_version": 1}))
+    assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == f"link: 920 Mbit/s + 33.5 us ({path}), flow weight cv off, transfer CPU off"
+    assert out[-1].startswith(
+        f"note: network profile {path} has no flow weight cv, transfer CPU cost, ring "
+        "AllReduce goodput, schema version 1"
+    )
+
+
+def test_shipped_testbed_profile_carries_every_effect(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = load_network_profile("veth-1gbit")
+    assert profile.lacks == () and profile.flow_sharing is not None
     assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", "veth-1gbit"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert (
-        out[-2] == "link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv off, transfer CPU off"
-    )
     assert out[-1].startswith(
-        "note: network profile veth-1gbit has no flow weight cv, transfer CPU cost, ring "
-        "AllReduce goodput, schema version 1"
+        f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv "
+        f"{profile.flow_sharing.weight_cv:.3g} (veth-1gbit), transfer CPU "
     )
 
 
@@ -180,7 +194,7 @@ def test_analyze_uses_the_bandwidth_and_says_what_it_cannot_model(
     assert out[-1].startswith("not modelled: the coarse models have no per-transfer latency")
     assert (
         f"latency 33.5 us ({profile_path}), flow weight cv 0.4 (--flow-weight-cv), transfer CPU "
-        f"38 ns/B ({profile_path}) on 2 cores ({profile_path})"
+        f"38 ns/B on 2 cores ({profile_path})"
     ) in out[-1]
     assert main([*args, "--bandwidth", "1Gbps", "--json"]) == 0
     link = json.loads(capsys.readouterr().out)["link"]

@@ -438,16 +438,21 @@ def test_weight_cv_per_direction_by_hand() -> None:
     assert report.weight_cv("out of") == 0.0
     pooled = math.sqrt(math.expm1(sigma2_into / 2))  # the mean of ln(r)^2 over both pairs
     assert report.weight_cv() == pytest.approx(pooled)
+    assert report.implausible_ratios() == 0
+    # Two flows together ending sooner than one alone: no shared bottleneck.
+    faster = SharingTrial("into", 1_000_000, (0.9, 1.2))
+    assert dataclasses.replace(report, trials=(*report.trials, faster)).implausible_ratios() == 1
 
 
 def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
     from profilers.network_measure import MeasureOptions, measure_profile
 
+    # Sizes spanning two decades, as the fit needs on a loaded machine (see above).
     options = MeasureOptions(
-        min_nbytes=1 << 10,
-        max_nbytes=1 << 20,
-        repeats=3,
-        warmup=1,
+        min_nbytes=64 << 10,
+        max_nbytes=8 << 20,
+        repeats=5,
+        warmup=2,
         timeout_s=60,
         cpu_repeats=3,
         sharing_seconds=0.02,
@@ -458,14 +463,18 @@ def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
     )
     lines: list[str] = []
     profile = measure_profile(options, say=lines.append)
-    assert profile.lacks == ()
-    assert profile.transfer_cpu is not None and profile.flow_sharing is not None
+    assert profile.transfer_cpu is not None and profile.ring_goodput is not None
     assert profile.transfer_cpu.s_per_byte >= 0 and profile.transfer_cpu.host_cpu_cores >= 1
-    assert profile.flow_sharing.weight_cv >= 0 and profile.flow_sharing.pull_cv is not None
-    assert profile.ring_goodput is not None
+    # On a loaded machine loopback flows compete for cores, not a link: then the sharing is
+    # not recorded, and the output says why.
+    if profile.flow_sharing is None:
+        assert any(line.startswith("flow sharing not recorded: ") for line in lines)
+    else:
+        assert profile.flow_sharing.weight_cv >= 0 and profile.flow_sharing.pull_cv is not None
+        assert profile.flow_sharing.method.endswith("; test run")
     assert [w for w, _ in profile.ring_goodput.points] == [2, 3]
     assert all(bps > 0 for _, bps in profile.ring_goodput.points)
-    for method in (profile.method, profile.transfer_cpu.method, profile.flow_sharing.method):
+    for method in (profile.method, profile.transfer_cpu.method, profile.ring_goodput.method):
         assert method.endswith("; test run")
     assert any(line.startswith("ring AllReduce W=3: ") for line in lines)
     loaded = load_network_profile(save_network_profile(profile, tmp_path / "lo.json"))
