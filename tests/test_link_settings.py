@@ -269,3 +269,27 @@ def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
         f"per W ({profile_path}), flow weight cv 0.5 (--flow-weight-cv), transfer CPU 38 ns/B "
         f"({profile_path})"
     )
+
+
+def test_validate_saves_what_it_measured_as_a_profile_the_others_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from test_validation_measurements import measurements
+
+    from profilers.distributed.measurements import save_measurements
+
+    measured = measurements()
+    assert measured.sharing is not None and measured.ring is not None
+    runs = save_measurements(measured, tmp_path / "runs.json.gz")
+    saved = tmp_path / "measured-link.json"
+    args = ["validate", "--from-runs", str(runs), "--quiet", "--save-network", str(saved)]
+    assert main(args) == 0
+    capsys.readouterr()
+    profile = load_network_profile(saved)
+    assert profile.lacks == ()
+    assert profile.bandwidth_bps == measured.sharing.goodput_bps()
+    assert profile.flow_sharing is not None and profile.ring_goodput is not None
+    assert profile.flow_sharing.weight_cv == measured.sharing.weight_cv()
+    assert profile.ring_goodput.points == ((2, measured.ring.goodput_bps()),)
+    assert main([*args]) == 2  # it is not overwritten without --force
+    assert "already exists" in capsys.readouterr().err

@@ -48,6 +48,11 @@ from typing import Any
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
+from profilers.distributed.link_profile import (
+    effective_bandwidth_bps,
+    measured_network_profile,
+    with_transfer_cpu,
+)
 from profilers.distributed.measurements import MeasuredPoint, Measurements
 from profilers.distributed.records import RunResult, SlowdownReport
 from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
@@ -59,10 +64,11 @@ from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
 from simcore.link_settings import DEFAULT_SOURCE, LinkSettings, Sourced
+from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.trace.model import OpKind, Trace
+from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_seconds
 
 __all__ = [
@@ -147,6 +153,7 @@ class ValidationReport:
     predictor: Predictor | None = None  # what made the ``simulated`` predictions
     ring_bandwidth_bps: float | None = None  # the ring predictions' link; None: bandwidth_bps
     link_text: str = ""  # where the link's values came from (measured, an option, a profile)
+    network: NetworkProfile | None = None  # the link as this validation measured it
 
     def abs_errors(self, predictor: str) -> list[float]:
         """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
@@ -168,24 +175,6 @@ def colocation_slowdown(
         for w in workers
     }
     return solo, reports
-
-
-def effective_bandwidth_bps(trace: Trace) -> float:
-    """Bits moved by the trace's transfers over the time they kept their connection busy.
-
-    Raises
-    ------
-    ConfigError : the trace has no measured transfers.
-    """
-    bits = busy = 0.0
-    for step in trace.steps:
-        for op, duration in zip(trace.ops, step.duration_s, strict=True):
-            if op.kind in (OpKind.PULL, OpKind.PUSH) and duration is not None and op.nbytes:
-                bits += 8.0 * op.nbytes
-                busy += duration
-    if busy <= 0:
-        raise ConfigError(f"trace {trace.source}: no measured transfer times to fit a bandwidth")
-    return bits / busy
 
 
 def validate(
@@ -323,6 +312,7 @@ def assess(
     trace = run_to_trace(solo)
     alone = with_compute_of(trace, measured.alone)
     given = link or LinkSettings(Sourced(0.0))
+    own = measured_network_profile(measured, trace)  # what this validation measured
     ring_bandwidth_bps = None
     if given.bandwidth_bps.source != DEFAULT_SOURCE:
         bandwidth = given.bandwidth_bps
@@ -330,16 +320,13 @@ def assess(
         bandwidth = Sourced(bandwidth_bps, "bandwidth_bps")
     else:
         what = "measured one flow" if sharing else "fitted to the solo run"
-        bandwidth = Sourced(
-            sharing.goodput_bps() if sharing else effective_bandwidth_bps(trace), what
-        )
-        if measured.ring is not None:
-            ring_bandwidth_bps = measured.ring.goodput_bps()
+        bandwidth = Sourced(own.bandwidth_bps, what)
+        if own.ring_goodput is not None:
+            ring_bandwidth_bps = own.ring_goodput.points[0][1]
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
-    weight_cv = _measured_unless_given(
-        given.flow_weight_cv, sharing.weight_cv() if sharing else 0.0, "measured"
-    )
+    own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
+    weight_cv = _measured_unless_given(given.flow_weight_cv, own_cv, "measured")
     latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
     fitting = Predictor(
         trace,
@@ -356,6 +343,8 @@ def assess(
         compute_s_per_step(trace),
         fitting.config(Architecture.PS_ASYNC, 1, ideal=False),
     )
+    cores = testbed.worker_cores(Architecture.PS_ASYNC)
+    own = with_transfer_cpu(own, comm_cpu, cores)
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
     model_of = dataclasses.replace(fitting, alone=alone, comm_cpu_s_per_byte=cpu.value)
     link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile)
@@ -393,6 +382,7 @@ def assess(
         model_of,
         ring_bandwidth_bps,
         link_text,
+        own,
     )
 
 

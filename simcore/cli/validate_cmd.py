@@ -139,7 +139,15 @@ def register(subparsers: Any) -> None:
         help="also keep every run's timestamps in FILE (.json, or .json.gz compressed) to "
         "predict again later with --from-runs",
     )
-    p.add_argument("--force", action="store_true", help="overwrite existing --out/--save-runs")
+    p.add_argument(
+        "--save-network",
+        metavar="FILE",
+        help="also write the link as this validation measured it (bandwidth, flow weight cv, "
+        "ring goodput, fitted transfer CPU cost) as a network profile, for --network",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing --out/--save-runs/--save-network"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -181,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
-    for path in (args.out, args.save_runs):
+    for path in (args.out, args.save_runs, args.save_network):
         if path:
             refuse_existing(path, args.force)  # fail before minutes of training, not after
     if args.save_runs and not args.from_runs:
@@ -192,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         from simcore.trace.io import save_trace
 
         save_trace(report.trace, args.out, overwrite=args.force)
+    if args.save_network and report.network is not None:
+        from simcore.network_io import save_network_profile
+
+        save_network_profile(report.network, args.save_network, overwrite=args.force)
     if args.json:
         print(json.dumps(_report_dict(report), indent=1, allow_nan=False))
     else:
