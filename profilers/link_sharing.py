@@ -23,8 +23,9 @@ the first one ends: with d the second's delay and T one flow's time alone, the f
 ``flow_weight_cv`` (:meth:`LinkSharingReport.weight_cv`).
 
 Every flow is a thread of this process; each thread enters its node's namespace before opening
-its socket (a network namespace belongs to a thread), so no process is started. From the shell
-(root)::
+its socket (a network namespace belongs to a thread), so no process is started. With
+``shaped=False`` the flows run over loopback instead (no namespaces, no root, no shaping): how a
+host's own TCP stack and scheduler share concurrent flows. From the shell (root)::
 
     python -m profilers.link_sharing --rate 100Mbit/s
 """
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.netns import enter_namespace
-from profilers.netns_cluster import EmulatedCluster, emulated_cluster
+from profilers.netns_cluster import emulated_cluster
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.units import format_bandwidth, parse_bandwidth
 
@@ -119,10 +120,12 @@ class SharingTrial:
 
 @dataclass(frozen=True)
 class LinkSharingReport:
-    """Every trial of one measurement, and the link's nominal rate."""
+    """Every trial of one measurement, and the link's nominal rate (``shaped``: by tc on the
+    emulated cluster; otherwise over loopback, the rate the flows were sized by)."""
 
     rate_bps: float
     trials: tuple[SharingTrial, ...]
+    shaped: bool = True
 
     def goodput_bps(self) -> float:
         """Mean payload rate of one flow alone (both directions): the bandwidth to predict with.
@@ -154,19 +157,32 @@ class LinkSharingReport:
             raise ConfigError(f"link sharing: no one-flow trial {direction} the node")
         return statistics.fmean(single)
 
-    def share_ratios(self) -> list[float]:
-        """The share ratio of every two-flow trial (together and staggered, both directions)."""
-        ratios = (t.share_ratio(self.alone_s(t.direction)) for t in self.trials if t.flows == 2)
+    def share_ratios(self, direction: str | None = None) -> list[float]:
+        """The share ratio of every two-flow trial (together and staggered) in ``direction``,
+        or both directions (None)."""
+        ratios = (
+            t.share_ratio(self.alone_s(t.direction))
+            for t in self.trials
+            if t.flows == 2 and direction in (None, t.direction)
+        )
         return [r for r in ratios if r is not None]
 
-    def weight_cv(self) -> float:
-        """The simulator's ``flow_weight_cv``: lognormal weights with the measured spread.
+    def implausible_ratios(self) -> int:
+        """Two-flow trials whose share ratio hit the clamp (1/100 or 100): a flow that ended
+        before it could have on a shared link, or starved. On a link the flows share, none do;
+        on a loaded host's loopback, where flows compete for cores and not for a link, they do,
+        and the cv from them is meaningless."""
+        return sum(1 for r in self.share_ratios() if r <= _RATIO_MIN or r >= 1 / _RATIO_MIN)
+
+    def weight_cv(self, direction: str | None = None) -> float:
+        """The simulator's ``flow_weight_cv``: lognormal weights with the measured spread, from
+        the two-flow trials in ``direction`` (one of :data:`DIRECTIONS`) or both (None).
 
         A ratio of two independent weights has ``var(ln r) = 2 sigma^2``; the mean of (ln r)^2
         (which keeps any bias of late or early flows as spread) estimates it, and a lognormal's
         coefficient of variation is ``sqrt(exp(sigma^2) - 1)``.
         """
-        ratios = self.share_ratios()
+        ratios = self.share_ratios(direction)
         if not ratios:
             raise ConfigError("link sharing: no two-flow trial to estimate the weights from")
         sigma2 = statistics.fmean(math.log(r) ** 2 for r in ratios) / 2
@@ -182,6 +198,7 @@ def sharing_to_dict(report: LinkSharingReport) -> dict[str, Any]:
     """The report as JSON-ready data: the nominal rate and every trial."""
     return {
         "rate_bps": report.rate_bps,
+        "shaped": report.shaped,
         "trials": [
             {
                 "direction": t.direction,
@@ -206,7 +223,7 @@ def sharing_from_dict(data: Any, source: str = "<memory>") -> LinkSharingReport:
             )
             for t in data["trials"]
         )
-        report = LinkSharingReport(float(data["rate_bps"]), trials)
+        report = LinkSharingReport(float(data["rate_bps"]), trials, bool(data.get("shaped", True)))
     except KeyError as err:
         raise ConfigError(f"{source}: link sharing: missing field {err}") from None
     except (TypeError, ValueError) as err:
@@ -224,13 +241,15 @@ def measure_link_sharing(
     seconds_per_flow: float = 0.5,
     repeats: int = 3,
     timeout_s: float = 60.0,
+    shaped: bool = True,
 ) -> LinkSharingReport:
     """Shape a node's link to ``rate_bps`` and time concurrent flows through it (module doc).
 
     Parameters
     ----------
     rate_bps : float
-        The shaped rate of each direction, bit/s.
+        The shaped rate of each direction, bit/s (``shaped=False``: the rate the flows are
+        sized by, e.g. one flow's measured goodput).
     flows : sequence of int
         Numbers of concurrent flows to try (1 gives the one-flow goodput).
     seconds_per_flow : float
@@ -239,6 +258,9 @@ def measure_link_sharing(
         Trials per direction and number of flows, and staggered pairs per direction.
     timeout_s : float
         Limit on every socket operation.
+    shaped : bool
+        True: on the emulated cluster (root), node 0's link shaped to ``rate_bps``. False: over
+        loopback, unshaped (anyone, anywhere).
 
     Raises
     ------
@@ -251,20 +273,59 @@ def measure_link_sharing(
             f"{repeats}, {seconds_per_flow}"
         )
     nbytes = max(round(rate_bps / 8 * seconds_per_flow), 1)
+    nodes = 1 + max(*flows, 2)
+    if not shaped:
+        loopback = _Nodes(("127.0.0.1",) * nodes)
+        trials = _trials(loopback, flows, nbytes, repeats, timeout_s, seconds_per_flow)
+        return LinkSharingReport(rate_bps, trials, shaped=False)
+    with emulated_cluster(nodes, {0: rate_bps}) as cluster:
+        in_cluster = _Nodes(cluster.addrs, cluster.namespaces)
+        trials = _trials(in_cluster, flows, nbytes, repeats, timeout_s, seconds_per_flow)
+    return LinkSharingReport(rate_bps, trials)
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """Where flows run: node i's address, and its network namespace (None: this one)."""
+
+    addrs: tuple[str, ...]
+    namespaces: tuple[str, ...] | None = None
+
+    def enter(self, node: int) -> None:
+        """Move the calling thread into node ``node``'s namespace (if nodes have their own)."""
+        if self.namespaces is not None:
+            enter_namespace(self.namespaces[node])
+
+
+def _trials(
+    nodes: _Nodes,
+    flows: Sequence[int],
+    nbytes: int,
+    repeats: int,
+    timeout_s: float,
+    seconds_per_flow: float,
+) -> tuple[SharingTrial, ...]:
+    """Every trial of :func:`measure_link_sharing`: k flows together, then staggered pairs."""
     trials = []
-    with emulated_cluster(1 + max(*flows, 2), {0: rate_bps}) as cluster:
-        for direction in DIRECTIONS:
-            for k in flows:
-                pairs = _pairs(direction, k)
-                for _ in range(repeats):
-                    times = _concurrent_flows(cluster, pairs, nbytes, timeout_s)
-                    trials.append(SharingTrial(direction, nbytes, tuple(sorted(times))))
-            pairs = _pairs(direction, 2)
-            delay = seconds_per_flow / 2  # the first flow would be half done alone
+    for direction in DIRECTIONS:
+        for k in flows:
+            pairs = _pairs(direction, k)
             for _ in range(repeats):
-                times = _concurrent_flows(cluster, pairs, nbytes, timeout_s, (0.0, delay))
-                trials.append(SharingTrial(direction, nbytes, tuple(times), delay))
-    return LinkSharingReport(rate_bps, tuple(trials))
+                times = _concurrent_flows(nodes, pairs, nbytes, timeout_s)
+                trials.append(SharingTrial(direction, nbytes, tuple(sorted(times))))
+        pairs = _pairs(direction, 2)
+        for _ in range(repeats):
+            # The second flow starts when the first would be half done alone (as measured;
+            # without a one-flow trial, at the nominal rate).
+            delay = (_mean_alone_s(trials, direction) or seconds_per_flow) / 2
+            times = _concurrent_flows(nodes, pairs, nbytes, timeout_s, (0.0, delay))
+            trials.append(SharingTrial(direction, nbytes, tuple(times), delay))
+    return tuple(trials)
+
+
+def _mean_alone_s(trials: Sequence[SharingTrial], direction: str) -> float:
+    single = [t.completion_s[0] for t in trials if t.flows == 1 and t.direction == direction]
+    return statistics.fmean(single) if single else 0.0
 
 
 def _pairs(direction: str, k: int) -> list[tuple[int, int]]:
@@ -273,7 +334,7 @@ def _pairs(direction: str, k: int) -> list[tuple[int, int]]:
 
 
 def _concurrent_flows(
-    cluster: EmulatedCluster,
+    nodes: _Nodes,
     pairs: Sequence[tuple[int, int]],
     nbytes: int,
     timeout_s: float,
@@ -288,8 +349,8 @@ def _concurrent_flows(
     started: list[float] = []
 
     def receive(flow: int, node: int) -> None:
-        enter_namespace(cluster.namespaces[node])
-        with socket.create_server((cluster.addrs[node], 0)) as server:
+        nodes.enter(node)
+        with socket.create_server((nodes.addrs[node], 0)) as server:
             server.settimeout(timeout_s)
             ports.put((flow, server.getsockname()[1]))
             conn, _ = server.accept()
@@ -304,9 +365,9 @@ def _concurrent_flows(
             done.put((flow, time.perf_counter()))
 
     def send(flow: int, node: int, receiver: int, port: int) -> None:
-        enter_namespace(cluster.namespaces[node])
+        nodes.enter(node)
         payload = bytes(nbytes)
-        with socket.create_connection((cluster.addrs[receiver], port), timeout_s) as s:
+        with socket.create_connection((nodes.addrs[receiver], port), timeout_s) as s:
             start.wait(timeout_s)
             t0 = time.perf_counter()
             started.append(t0)
@@ -345,8 +406,13 @@ def _concurrent_flows(
 
 def link_sharing_text(report: LinkSharingReport) -> str:
     """A table of the trials' mean completion times, goodput and FCFS index, and the verdict."""
+    where = (
+        f"link shaped to {format_bandwidth(report.rate_bps)} (tc tbf)"
+        if report.shaped
+        else "loopback"
+    )
     lines = [
-        f"link shaped to {format_bandwidth(report.rate_bps)} (tc tbf), flows of "
+        f"{where}, flows of "
         f"{report.trials[0].nbytes / 1e6:.2f} MB started together, one TCP connection each",
         f"{'direction':>9} {'flows':>5} {'first s':>8} {'last s':>8} {'goodput':>14} "
         f"{'FCFS index':>10}",
@@ -369,7 +435,8 @@ def link_sharing_text(report: LinkSharingReport) -> str:
     lines.append(
         f"FCFS index {index:.2f} (0: processor sharing, 1: FCFS): the link shares like "
         f"{'processor sharing' if report.policy == 'ps' else 'FCFS'}; one flow alone gets "
-        f"{format_bandwidth(report.goodput_bps())} of {format_bandwidth(report.rate_bps)}"
+        f"{format_bandwidth(report.goodput_bps())}"
+        + (f" of {format_bandwidth(report.rate_bps)}" if report.shaped else "")
     )
     staggered = [t for t in report.trials if t.delay_s]
     if staggered:

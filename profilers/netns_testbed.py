@@ -10,6 +10,11 @@ It needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``, ``t
 
     sudo python -m profilers.netns_testbed --rate 1Gbit/s -o veth-1gbit.json
 
+Besides the ping-pong fit (and the transfers' CPU cost, which the ranks measure), it records how
+unevenly concurrent flows share the shaped link and a ring AllReduce's goodput for W = 2..4 with
+every node shaped alike (:mod:`profilers.network_measure`); ``--keep-fit FILE`` keeps an earlier
+profile's fit and adds only these measurements.
+
 If the process is killed with SIGKILL the namespaces stay behind; they are named
 ``sgdsim-<random>-...`` (see ``ip netns list``) and ``ip netns del NAME`` removes them.
 """
@@ -129,6 +134,40 @@ def _kill(proc: subprocess.Popen[str]) -> None:
     proc.communicate()
 
 
+def _with_effects(
+    profile: NetworkProfile, args: argparse.Namespace, rate_bps: float, timeout_s: float
+) -> NetworkProfile:
+    """``profile`` (or ``--keep-fit``'s, with this one's CPU cost) with the shaped link's flow
+    sharing and ring goodput, unless skipped."""
+    from profilers.network_measure import flow_sharing_effect, ring_effect
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    cpu = profile.transfer_cpu
+    if cpu is not None and args.note:
+        cpu = dataclasses.replace(cpu, method=f"{cpu.method}; {args.note}")
+    if args.keep_fit:
+        profile = load_network_profile(args.keep_fit)
+    profile = dataclasses.replace(profile, transfer_cpu=cpu, source="<memory>")
+    if not args.no_sharing:
+        sharing = flow_sharing_effect(
+            rate_bps,
+            shaped=True,
+            seconds_per_flow=0.5,
+            timeout_s=timeout_s,
+            note=args.note,
+            say=say,
+        )
+        profile = dataclasses.replace(profile, flow_sharing=sharing)
+    if not args.no_ring and args.ring_max >= 2:
+        ring = ring_effect(
+            args.ring_max, link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say
+        )
+        profile = dataclasses.replace(profile, ring_goodput=ring)
+    return profile
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 on an sgdsim error)."""
     parser = argparse.ArgumentParser(
@@ -143,16 +182,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", default="60s", help="per-rank operation limit (60s)")
     parser.add_argument("-o", "--out", help="write the network profile JSON here")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument("--no-sharing", action="store_true", help="skip how flows share it")
+    parser.add_argument("--ring-max", type=int, default=4, help="ring goodput for W = 2..N (4)")
+    parser.add_argument("--no-ring", action="store_true", help="skip the ring goodput")
+    parser.add_argument(
+        "--keep-fit", metavar="FILE", help="keep this profile's fit; add the effects measured"
+    )
+    parser.add_argument("--note", default="", help="a note for the methods of what is measured")
     args = parser.parse_args(argv)
     try:
+        rate_bps = parse_bandwidth(args.rate, name="--rate")
+        timeout_s = parse_duration(args.timeout, name="--timeout", default_unit="s")
         profile = measure_shaped(
-            parse_bandwidth(args.rate, name="--rate"),
+            rate_bps,
             min_nbytes=parse_size(args.min_size, name="--min-size"),
             max_nbytes=parse_size(args.max_size, name="--max-size"),
             repeats=args.repeats,
             warmup=args.warmup,
-            timeout_s=parse_duration(args.timeout, name="--timeout", default_unit="s"),
+            timeout_s=timeout_s,
         )
+        profile = _with_effects(profile, args, rate_bps, timeout_s)
         if args.out:
             save_network_profile(profile, args.out, overwrite=args.force)
     except SgdsimError as err:

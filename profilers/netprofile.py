@@ -9,8 +9,16 @@ loopback and for a link shaped alike in both directions. The median resists the 
 scheduler hiccup. A line (TPDS'22 Fig. 6) is then fitted with
 :func:`simcore.network.fit_linear_transfer`.
 
+With ``cpu_repeats`` the ranks also measure the transfers' CPU cost: each rank's CPU time
+(``resource.getrusage``: every thread of the process, gloo's included) over ``cpu_repeats``
+round trips of the largest message, less what the rank spends idle over as long (measured right
+after, asleep), per byte the rank sent and received; the profile keeps the mean of the two ranks
+(:class:`simcore.network_effects.TransferCpu`, the simulator's ``comm_cpu_s_per_byte``).
+
 By default both ranks are spawned on this machine and talk over loopback. Between two hosts, run it
-on each with ``--rank 0`` / ``--rank 1`` and the same ``--master-addr`` and ``--master-port``::
+on each with ``--rank 0`` / ``--rank 1`` and the same ``--master-addr`` and ``--master-port``
+(``python -m profilers.netprofile`` is ``sgdsim network measure``,
+:mod:`profilers.network_measure`)::
 
     python -m profilers.netprofile -o loopback.json
     python -m profilers.netprofile --rank 0 --master-addr 10.0.0.1 --master-port 29555 -o net.json
@@ -23,12 +31,12 @@ spawned ranks are always terminated before :func:`measure_network` returns or ra
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import ipaddress
 import os
 import queue
+import resource
 import socket
 import statistics
 import sys
@@ -43,10 +51,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from simcore.errors import ConfigError, ProfilingError, SgdsimError
+from simcore.errors import ConfigError, ProfilingError
 from simcore.network import NetworkProfile, fit_network_profile
+from simcore.network_effects import TransferCpu
 
-__all__ = ["DEFAULT_SIZES", "doubling_sizes", "main", "measure_network"]
+__all__ = ["DEFAULT_SIZES", "doubling_sizes", "host_cores", "main", "measure_network"]
 
 Progress = Callable[[int, int], None]
 
@@ -82,6 +91,7 @@ class _RunConfig:
     master_port: int
     timeout_s: float
     ifname: str | None
+    cpu_repeats: int = 0
 
 
 def measure_network(
@@ -95,6 +105,7 @@ def measure_network(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     ifname: str | None = None,
+    cpu_repeats: int = 0,
 ) -> NetworkProfile:
     """Measure one-way transfer time vs message size between two ranks and fit a line.
 
@@ -125,12 +136,16 @@ def measure_network(
         Network interface gloo uses (``GLOO_SOCKET_IFNAME``); default: the loopback interface
         when both ranks are spawned here on a loopback ``master_addr``, gloo's own choice
         otherwise.
+    cpu_repeats : int
+        Round trips of the largest message over which the ranks measure their CPU time per byte
+        (see the module); 0: not measured.
 
     Returns
     -------
     NetworkProfile
-        Per-size medians of the one-way time and the fitted latency, bandwidth and r²; with
-        ``rank`` given, both ranks return the same profile (rank 0 shares its timings).
+        Per-size medians of the one-way time and the fitted latency, bandwidth and r², and with
+        ``cpu_repeats`` the transfers' CPU cost; with ``rank`` given, both ranks return the same
+        profile (rank 0 shares its timings).
 
     Raises
     ------
@@ -140,6 +155,9 @@ def measure_network(
         torch.distributed is unavailable, a rank failed, died or hung, or the fit failed.
     """
     cfg = _config(sizes, repeats, warmup, master_addr, master_port, rank, world_size, timeout_s)
+    if cpu_repeats < 0:
+        raise ConfigError(f"cpu_repeats: must be >= 0 round trips, got {cpu_repeats}")
+    cfg = dataclasses.replace(cfg, cpu_repeats=cpu_repeats)
     if not dist.is_available():
         raise ProfilingError("torch.distributed is not available in this torch build")
     report = progress if progress is not None else _no_progress
@@ -147,14 +165,30 @@ def measure_network(
         if ifname is None and _is_loopback(cfg.master_addr):
             ifname = _loopback_ifname()
         cfg = dataclasses.replace(cfg, ifname=ifname)
-        medians = _measure_spawned(cfg, report)
+        medians, cpu = _measure_spawned(cfg, report)
         via = f"interface {ifname}" if ifname else "gloo's default interface"
         endpoints = f"{cfg.master_addr} ({via}), two processes on one host"
     else:
         cfg = dataclasses.replace(cfg, ifname=ifname)
-        medians = _measure_here(rank, cfg, report)
+        medians, cpu = _measure_here(rank, cfg, report)
         endpoints = f"two hosts; rank 0 at {cfg.master_addr}:{cfg.master_port}, this is rank {rank}"
-    return _profile(cfg, medians, endpoints)
+    profile = _profile(cfg, medians, endpoints)
+    if cpu is None:
+        return profile
+    method = (
+        f"CPU time (getrusage, all threads) of each rank over {cfg.cpu_repeats} round trips of "
+        f"{max(cfg.sizes)} B, less its idle CPU over as long, per byte it sent and received; "
+        "mean of the two ranks"
+    )
+    cost = TransferCpu(cpu, float(host_cores()), method, profile.created_utc)
+    return dataclasses.replace(profile, transfer_cpu=cost)
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity, else the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _no_progress(done: int, total: int) -> None:
@@ -238,8 +272,12 @@ def _env(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = old
 
 
-def _run_rank(rank: int, cfg: _RunConfig, progress: Progress) -> list[float]:
-    """Join the group, play ping-pong at every size, and return rank 0's per-size medians (s)."""
+Measured = tuple[list[float], float | None]  # per-size medians (s); CPU s per byte, or None
+
+
+def _run_rank(rank: int, cfg: _RunConfig, progress: Progress) -> Measured:
+    """Join the group, play ping-pong at every size, and return rank 0's per-size medians (s)
+    and (``cfg.cpu_repeats``) the two ranks' mean CPU seconds per byte."""
     host = f"[{cfg.master_addr}]" if ":" in cfg.master_addr else cfg.master_addr
     with _env("GLOO_SOCKET_IFNAME", cfg.ifname):  # gloo reads it when the group is created
         dist.init_process_group(
@@ -260,9 +298,38 @@ def _run_rank(rank: int, cfg: _RunConfig, progress: Progress) -> list[float]:
             progress(i + 1, len(cfg.sizes))
         dist.broadcast(medians, src=0)  # so that rank 1 returns the same profile
         result: list[float] = medians.tolist()
-        return result
+        if not cfg.cpu_repeats:
+            return result, None
+        costs = torch.tensor([_cpu_s_per_byte(rank, cfg)], dtype=torch.float64)
+        dist.all_reduce(costs)
+        return result, float(costs[0]) / 2
     finally:
         dist.destroy_process_group()
+
+
+def _cpu_s_per_byte(rank: int, cfg: _RunConfig) -> float:
+    """This rank's CPU seconds per byte it sends or receives in round trips of the largest
+    message, less its idle CPU rate (gloo's threads, the interpreter) over the same time."""
+    nbytes = max(cfg.sizes)
+    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    _round_trips(rank, buf, 1)  # the buffer's pages, the connection
+    dist.barrier()
+    cpu_0, wall_0 = _cpu_s(), time.perf_counter()
+    _round_trips(rank, buf, cfg.cpu_repeats)
+    busy_s, wall_s = _cpu_s() - cpu_0, time.perf_counter() - wall_0
+    dist.barrier()
+    idle_wall_s = min(max(wall_s, 0.2), 2.0)  # long enough to see a rate, short enough to wait
+    cpu_0 = _cpu_s()
+    time.sleep(idle_wall_s)
+    idle_rate = (_cpu_s() - cpu_0) / idle_wall_s
+    moved = 2 * nbytes * cfg.cpu_repeats  # every round trip: sent once, received once
+    return max(busy_s - idle_rate * wall_s, 0.0) / moved
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) this process has used, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _round_trips(rank: int, buf: torch.Tensor, count: int) -> list[float]:
@@ -280,7 +347,7 @@ def _round_trips(rank: int, buf: torch.Tensor, count: int) -> list[float]:
     return times
 
 
-def _measure_here(rank: int, cfg: _RunConfig, progress: Progress) -> list[float]:
+def _measure_here(rank: int, cfg: _RunConfig, progress: Progress) -> Measured:
     """Run ``rank`` in this process (the two-host case)."""
     try:
         return _run_rank(rank, cfg, progress)
@@ -296,15 +363,15 @@ def _child_main(rank: int, cfg: _RunConfig, messages: Any) -> None:
             messages.put(("progress", done, total))
 
     try:
-        medians = _run_rank(rank, cfg, report)
+        measured = _run_rank(rank, cfg, report)
     except BaseException as err:
         messages.put(("error", rank, "".join(traceback.format_exception_only(err)).strip()))
         raise SystemExit(1) from err
     if rank == 0:
-        messages.put(("result", medians))
+        messages.put(("result", measured))
 
 
-def _measure_spawned(cfg: _RunConfig, progress: Progress) -> list[float]:
+def _measure_spawned(cfg: _RunConfig, progress: Progress) -> Measured:
     """Spawn both ranks on this machine, relay their progress and return rank 0's medians."""
     ctx = mp.get_context("spawn")
     messages = ctx.Queue()
@@ -318,9 +385,7 @@ def _measure_spawned(cfg: _RunConfig, progress: Progress) -> list[float]:
         messages.close()
 
 
-def _collect(
-    ranks: list[Any], messages: Any, idle_limit_s: float, progress: Progress
-) -> list[float]:
+def _collect(ranks: list[Any], messages: Any, idle_limit_s: float, progress: Progress) -> Measured:
     """Wait for the result, relaying progress; fail on a rank's error, death or silence."""
     last_news = time.monotonic()
     while True:
@@ -344,8 +409,8 @@ def _collect(
             who = "" if message[1] is None else f"rank {message[1]}: "
             raise ProfilingError(f"{who}network measurement failed: {message[2]}")
         else:
-            medians: list[float] = message[1]
-            return medians
+            measured: Measured = message[1]
+            return measured
 
 
 def _last_message(messages: Any) -> tuple[Any, ...] | None:
@@ -392,19 +457,9 @@ def _profile(cfg: _RunConfig, medians: Sequence[float], endpoints: str) -> Netwo
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m profilers.netprofile``: the same as ``sgdsim network measure``."""
-    from simcore.cli.network_cmd import add_measure_arguments, run_measure
+    from profilers.network_measure import main as measure_main
 
-    parser = argparse.ArgumentParser(
-        prog="python -m profilers.netprofile",
-        description="Measure point-to-point transfer time vs message size with torch.distributed "
-        "(gloo) and fit latency and bandwidth. Without --rank both ranks run here over loopback.",
-    )
-    add_measure_arguments(parser)
-    try:
-        return run_measure(parser.parse_args(argv))
-    except SgdsimError as err:
-        print(f"netprofile: error: {err}", file=sys.stderr)
-        return 2
+    return measure_main(argv)
 
 
 if __name__ == "__main__":

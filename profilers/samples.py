@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from profilers.layer_profiler import profile_model
-from simcore.cli.progress import Progress
 from simcore.errors import SgdsimError
 from simcore.files import refuse_existing
+from simcore.report.progress import Progress
 from simcore.trace.io import save_trace
 
 SAMPLES: tuple[tuple[str, int], ...] = (

@@ -8,16 +8,31 @@ function of the data size over a wide range of sizes, so the simulator models on
 This module is pure: the dataclass, the fit, and conversion to and from the versioned JSON form
 (``schema`` ``"sgdsim.network"``). Files are read by :mod:`simcore.network_io`; measurements are
 made by ``profilers.netprofile``.
+
+Version 2 adds the link's measured effects (:mod:`simcore.network_effects`), each optional: how
+unevenly concurrent flows share the link, the transfers' CPU cost per byte, and a ring
+AllReduce's goodput per W. A version 1 file still loads; :func:`profile_note` says what it lacks.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
-from simcore.errors import ConfigError, ProfilingError, TraceError
+from simcore.errors import ConfigError, ProfilingError
+from simcore.network_effects import (
+    EFFECT_KEYS,
+    FieldChecker,
+    FlowSharing,
+    RingGoodput,
+    TransferCpu,
+    effect_from_dict,
+    effect_to_dict,
+    non_negative,
+    positive,
+)
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = [
@@ -30,13 +45,14 @@ __all__ = [
     "network_profile_from_dict",
     "network_profile_table",
     "network_profile_to_dict",
+    "profile_note",
 ]
 
 SCHEMA_NAME = "sgdsim.network"
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
 
-_REGENERATE_HINT = "re-measure it with `python -m profilers.netprofile` (see simcore/data/network)"
+_REGENERATE_HINT = "re-measure it with `sgdsim network measure` (see simcore/data/network)"
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,17 @@ class NetworkProfile:
         Host name of the machine that ran rank 0.
     created_utc : str
         ISO 8601 time of the measurement, UTC.
+    flow_sharing : FlowSharing or None
+        How unevenly concurrent flows share the link (``flow_weight_cv``); None: not measured.
+    transfer_cpu : TransferCpu or None
+        The transfers' CPU cost per byte and the host's cores; None: not measured.
+    ring_goodput : RingGoodput or None
+        A ring AllReduce's goodput per W; None: not measured.
     source : str
         The file it was loaded from, for messages; not serialized.
+    schema_version : int
+        The version of the file it was loaded from (a new profile: the current one); not
+        serialized (a profile is always written in the current version).
     """
 
     latency_s: float
@@ -78,7 +103,16 @@ class NetworkProfile:
     method: str = ""
     host: str = ""
     created_utc: str = ""
+    flow_sharing: FlowSharing | None = None
+    transfer_cpu: TransferCpu | None = None
+    ring_goodput: RingGoodput | None = None
     source: str = "<memory>"
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def lacks(self) -> tuple[str, ...]:
+        """What the profile does not carry, by name (``flow weight cv``, ...), in schema order."""
+        return tuple(name for key, name in EFFECT_KEYS.items() if getattr(self, key) is None)
 
     def transfer_time_s(self, nbytes: float) -> float:
         """Predicted one-way time of a message of ``nbytes`` bytes, in seconds."""
@@ -220,7 +254,61 @@ def network_profile_table(profile: NetworkProfile) -> str:
         f"latency {format_seconds(profile.latency_s)}, "
         f"bandwidth {format_bandwidth(profile.bandwidth_bps)}, r² {r_squared}"
     )
+    lines.extend(effect_lines(profile))
+    note = profile_note(profile)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
+
+
+def effect_lines(profile: NetworkProfile) -> list[str]:
+    """One line per measured effect: its value and how it was measured."""
+    lines = []
+    sharing = profile.flow_sharing
+    if sharing is not None:
+        directions = ", ".join(
+            f"{name} {cv:.3g}"
+            for name, cv in (("pull", sharing.pull_cv), ("push", sharing.push_cv))
+            if cv is not None
+        )
+        lines.append(
+            f"flow weight cv {sharing.weight_cv:.3g}"
+            + (f" ({directions})" if directions else "")
+            + _how(sharing.method, sharing.created_utc)
+        )
+    cpu = profile.transfer_cpu
+    if cpu is not None:
+        lines.append(
+            f"transfer CPU {cpu.s_per_byte * 1e9:.3g} ns/B on {cpu.host_cpu_cores:g} cores"
+            + _how(cpu.method, cpu.created_utc)
+        )
+    ring = profile.ring_goodput
+    if ring is not None:
+        points = ", ".join(f"W={w} {format_bandwidth(bps)}" for w, bps in ring.points)
+        lines.append(f"ring AllReduce goodput {points}" + _how(ring.method, ring.created_utc))
+    return lines
+
+
+def _how(method: str, created_utc: str) -> str:
+    parts = [part for part in (method, created_utc) if part]
+    return f"; {', '.join(parts)}" if parts else ""
+
+
+def profile_note(profile: NetworkProfile, name: str | None = None) -> str:
+    """A note naming the effects ``profile`` does not carry (which are then off unless given as
+    options), or "" when it carries them all. ``name``: how to call the profile (default: the
+    file it was loaded from)."""
+    if not profile.lacks:
+        return ""
+    version = f", schema version {profile.schema_version}" if profile.schema_version < 2 else ""
+    lacks = ", ".join(profile.lacks)
+    who = name or profile.source
+    who = "this profile" if who == "<memory>" else f"network profile {who}"
+    return (
+        f"note: {who} has no {lacks}{version}; "
+        "those effects are off unless given as options (re-measure with `sgdsim network measure` "
+        "to record them)"
+    )
 
 
 _TEXT_FIELDS = ("backend", "endpoints", "method", "host", "created_utc")
@@ -238,37 +326,11 @@ def network_profile_to_dict(profile: NetworkProfile) -> dict[str, Any]:
         data["r_squared"] = profile.r_squared
     data.update({key: getattr(profile, key) for key in _TEXT_FIELDS})
     data["samples"] = [{"nbytes": n, "time_s": t} for n, t in profile.samples]
+    for key in EFFECT_KEYS:
+        effect = getattr(profile, key)
+        if effect is not None:
+            data[key] = effect_to_dict(effect)
     return data
-
-
-class _Checker:
-    """Carries the source name so that every error says which file and field it is about."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, where: str, problem: str) -> NoReturn:
-        raise TraceError(f"{self.source}: {where}: {problem}")
-
-    def number(
-        self, obj: Mapping[str, Any], key: str, where: str, rule: str, ok: Callable[[float], bool]
-    ) -> float:
-        """``obj[key]`` as a finite float accepted by ``ok``; ``rule`` says what ``ok`` wants."""
-        if key not in obj:
-            self.fail(where, f"missing required field '{key}'")
-        value = obj[key]
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not (is_number and math.isfinite(value) and ok(float(value))):
-            self.fail(where, f"field '{key}' must be a finite number {rule}, got {value!r}")
-        return float(value)
-
-
-def _positive(value: float) -> bool:
-    return value > 0
-
-
-def _non_negative(value: float) -> bool:
-    return value >= 0
 
 
 def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkProfile:
@@ -292,27 +354,46 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
         Naming the source, the field, the value and what is expected (and, for an unsupported
         ``schema_version``, the supported versions and how to re-measure).
     """
-    check = _Checker(source)
+    check = FieldChecker(source)
     if not isinstance(data, Mapping):
         check.fail("top level", f"expected a JSON object, got {type(data).__name__}")
-    _check_schema(check, data)
+    version = _check_schema(check, data)
+    effects: dict[str, Any] = {}
+    for key in EFFECT_KEYS:
+        if data.get(key) is not None:
+            if version < 2:
+                check.fail(f"field '{key}'", "needs schema_version 2 (version 1 has no effects)")
+            effects[key] = effect_from_dict(check, key, data[key])
+    flow_sharing, transfer_cpu, ring = (effects.get(key) for key in EFFECT_KEYS)
+    assert flow_sharing is None or isinstance(flow_sharing, FlowSharing)
+    assert transfer_cpu is None or isinstance(transfer_cpu, TransferCpu)
+    assert ring is None or isinstance(ring, RingGoodput)
     r_squared = None
     if data.get("r_squared") is not None:
         r_squared = check.number(data, "r_squared", "top level", "<= 1", lambda v: v <= 1)
     texts = {key: _text(check, data, key) for key in _TEXT_FIELDS}
     return NetworkProfile(
-        latency_s=check.number(data, "latency_s", "top level", ">= 0 (seconds)", _non_negative),
+        latency_s=check.number(data, "latency_s", "top level", ">= 0 (seconds)", non_negative),
         bandwidth_bps=check.number(
-            data, "bandwidth_bps", "top level", "> 0 (bits per second)", _positive
+            data, "bandwidth_bps", "top level", "> 0 (bits per second)", positive
         ),
         r_squared=r_squared,
         samples=_samples(check, data.get("samples", [])),
         source=source,
-        **texts,
+        backend=texts["backend"],
+        endpoints=texts["endpoints"],
+        method=texts["method"],
+        host=texts["host"],
+        created_utc=texts["created_utc"],
+        flow_sharing=flow_sharing,
+        transfer_cpu=transfer_cpu,
+        ring_goodput=ring,
+        schema_version=version,
     )
 
 
-def _check_schema(check: _Checker, data: Mapping[str, Any]) -> None:
+def _check_schema(check: FieldChecker, data: Mapping[str, Any]) -> int:
+    """The file's schema version, checked."""
     schema = data.get("schema", SCHEMA_NAME)
     if schema != SCHEMA_NAME:
         check.fail(
@@ -328,16 +409,14 @@ def _check_schema(check: _Checker, data: Mapping[str, Any]) -> None:
             f"version {version!r} is not supported; this sgdsim reads version(s) {supported}; "
             f"{_REGENERATE_HINT}",
         )
+    return int(version)
 
 
-def _text(check: _Checker, data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key, "")
-    if not isinstance(value, str):
-        check.fail("top level", f"field '{key}' must be a string, got {value!r}")
-    return value
+def _text(check: FieldChecker, data: Mapping[str, Any], key: str) -> str:
+    return check.text(data, key, "top level")
 
 
-def _samples(check: _Checker, raw: Any) -> tuple[tuple[int, float], ...]:
+def _samples(check: FieldChecker, raw: Any) -> tuple[tuple[int, float], ...]:
     if not isinstance(raw, list):
         check.fail("field 'samples'", f"must be a list, got {type(raw).__name__}")
     samples = []
@@ -350,5 +429,5 @@ def _samples(check: _Checker, raw: Any) -> tuple[tuple[int, float], ...]:
         nbytes = item["nbytes"]
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             check.fail(where, f"field 'nbytes' must be an integer >= 0, got {nbytes!r}")
-        samples.append((nbytes, check.number(item, "time_s", where, "> 0 (seconds)", _positive)))
+        samples.append((nbytes, check.number(item, "time_s", where, "> 0 (seconds)", positive)))
     return tuple(samples)

@@ -196,7 +196,8 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(".." in r for r in rows[:2]) and all(" - " in r for r in rows[2:])
     assert out[10].startswith("cheapest: ")
     assert out[11].startswith("saturation (analytic; fewest W reaching 95% of the best)")
-    assert len(out) == 12 + 13
+    assert len(out) == 12 + 13 + 1
+    assert out[-1] == "link: 1.00 Gbit/s (--bandwidth)"
     assert "simulate: " in captured.err  # progress
 
 

@@ -29,16 +29,18 @@ def test_async_table_of_a_sample_trace(capsys: pytest.CaptureFixture[str]) -> No
     assert "hybrid Eq. 5 with rho_T 0.6, overlap Eq. 6 (reselect)" in out[1]
     assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap"]
     assert out[3].split()[:3] == ["W", "examples/s", "steps/s"] and out[3].endswith("solver")
-    rows = out[4:]
+    rows = out[4:-1]
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "16"]
     assert all("grouped; hybrid = " in r for r in rows)
+    assert out[-1] == "link: B 1.00 Gbit/s (--bandwidth)"
 
 
 def test_sync_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "resnet50-b32", "--workers", "2,8", "--mode", "sync"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap", "allreduce"]
-    assert all(r.endswith("closed form") for r in out[4:]) and len(out) == 6
+    assert all(r.endswith("closed form") for r in out[4:6]) and len(out) == 7
+    assert out[6] == "link: B 10.0 Gbit/s (default)"
 
 
 def test_json_matches_the_library(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,11 +64,16 @@ def test_sync_json_and_network_profile(capsys: pytest.CaptureFixture[str]) -> No
     args = ["analyze", "cnn-b32", "--workers", "4", "--mode", "sync", "--network", "veth-1gbit"]
     assert main([*args, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    b = load_network_profile("veth-1gbit").bandwidth_bps
+    profile = load_network_profile("veth-1gbit")
+    b = profile.bandwidth_bps
     assert doc["bandwidth_bps"] == b
-    p = predict_sync(Cluster.homogeneous(worker_type_from_trace(load_trace("cnn-b32")), 4, b))
+    worker = worker_type_from_trace(load_trace("cnn-b32"))
+    p = predict_sync(Cluster.homogeneous(worker, 4, b))
+    # Eq. 11 at the ring's own goodput, measured with W = 4 on the testbed.
+    assert profile.ring_goodput is not None
+    ring = predict_sync(Cluster.homogeneous(worker, 4, dict(profile.ring_goodput.points)[4]))
     (row,) = doc["rows"]
-    assert row["allreduce"]["step_s"] == pytest.approx(p.allreduce.step_s)
+    assert row["allreduce"]["step_s"] == pytest.approx(ring.allreduce.step_s)
     assert row["hybrid"]["examples_per_s"] == pytest.approx(p.hybrid.examples_per_s)
 
 

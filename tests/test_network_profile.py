@@ -29,8 +29,11 @@ from simcore.network import (
     fit_linear_transfer,
     fit_network_profile,
     network_profile_from_dict,
+    network_profile_table,
     network_profile_to_dict,
+    profile_note,
 )
+from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
 
 SIZES = doubling_sizes(1 << 10, 64 << 20)
@@ -189,7 +192,7 @@ def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         ("latency_s", -1e-6, "field 'latency_s' must be a finite number >= 0"),
         ("latency_s", DELETE, "missing required field 'latency_s'"),
         ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
-        ("schema_version", 2, r"version 2 is not supported; this sgdsim reads version\(s\) 1"),
+        ("schema_version", 3, r"version 3 is not supported; this sgdsim reads version\(s\) 1, 2"),
         ("schema_version", DELETE, "missing required field 'schema_version'"),
         ("schema", "sgdsim.trace", "field 'schema': expected 'sgdsim.network'"),
         ("host", 3, "field 'host' must be a string, got 3"),
@@ -205,6 +208,89 @@ def test_validation_names_the_field(
     with pytest.raises(TraceError, match=expected) as info:
         network_profile_from_dict(mutate(doc, key, value), source="f.json")
     assert str(info.value).startswith("f.json: ")
+
+
+EFFECTS = {
+    "flow_sharing": FlowSharing(0.26, pull_cv=0.3, push_cv=0.2, fcfs_index=0.1, method="m1"),
+    "transfer_cpu": TransferCpu(38e-9, 2.0, method="m2", created_utc="2026-01-01T00:00:00+00:00"),
+    "ring_goodput": RingGoodput(((2, 9e8), (4, 8e8)), method="m3"),
+}
+
+
+def test_v2_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path) -> None:
+    full = dataclasses.replace(profile, **EFFECTS)  # type: ignore[arg-type]
+    assert full.lacks == ()
+    assert profile_note(full) == ""
+    path = save_network_profile(full, tmp_path / "v2.json")
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 2
+    assert doc["transfer_cpu"] == {
+        "s_per_byte": 38e-9,
+        "host_cpu_cores": 2.0,
+        "method": "m2",
+        "created_utc": "2026-01-01T00:00:00+00:00",
+    }
+    loaded = load_network_profile(path)
+    assert dataclasses.replace(loaded, source=full.source) == full
+    table = network_profile_table(loaded)
+    assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
+    assert "transfer CPU 38 ns/B on 2 cores; m2" in table
+
+
+def test_each_effect_is_optional(profile: NetworkProfile) -> None:
+    partial = dataclasses.replace(profile, ring_goodput=EFFECTS["ring_goodput"], source="p.json")
+    back = network_profile_from_dict(network_profile_to_dict(partial), "p.json")
+    assert back.lacks == ("flow weight cv", "transfer CPU cost")
+    assert "p.json has no flow weight cv, transfer CPU cost;" in profile_note(back)
+
+
+def test_v1_profile_loads_with_a_note_naming_what_it_lacks(doc: dict[str, Any]) -> None:
+    v1 = {**doc, "schema_version": 1}
+    profile = network_profile_from_dict(v1, "old.json")
+    assert profile.schema_version == 1
+    assert profile.lacks == ("flow weight cv", "transfer CPU cost", "ring AllReduce goodput")
+    note = profile_note(profile)
+    assert note.startswith("note: network profile old.json has no flow weight cv, transfer CPU ")
+    assert "schema version 1" in note and "off unless given as options" in note
+    assert note in network_profile_table(profile)
+
+
+def test_v1_profile_cannot_carry_effects(doc: dict[str, Any]) -> None:
+    v1 = {**doc, "schema_version": 1, "flow_sharing": {"weight_cv": 0.2}}
+    with pytest.raises(TraceError, match="field 'flow_sharing': needs schema_version 2"):
+        network_profile_from_dict(v1, "old.json")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("flow_sharing", {"weight_cv": -0.1}, "field 'flow_sharing': field 'weight_cv' must be"),
+        ("flow_sharing", 0.2, "field 'flow_sharing': expected a JSON object"),
+        ("transfer_cpu", {"s_per_byte": 1e-8}, "missing required field 'host_cpu_cores'"),
+        ("transfer_cpu", {"s_per_byte": 1e-8, "host_cpu_cores": 0}, "'host_cpu_cores' must be"),
+        ("ring_goodput", {"points": []}, "field 'points' must be a non-empty list"),
+        ("ring_goodput", {"points": [{"workers": 1, "goodput_bps": 1e9}]}, "integer >= 2"),
+        (
+            "ring_goodput",
+            {"points": [{"workers": 2, "goodput_bps": 1}, {"workers": 2, "goodput_bps": 2}]},
+            r"points\[1\]: workers 2 appears twice",
+        ),
+    ],
+)
+def test_effect_validation_names_the_field(
+    doc: dict[str, Any], key: str, value: Any, expected: str
+) -> None:
+    with pytest.raises(TraceError, match=expected) as info:
+        network_profile_from_dict(mutate(doc, key, value), source="f.json")
+    assert str(info.value).startswith("f.json: ")
+
+
+def test_ring_goodput_for_the_nearest_measured_w() -> None:
+    ring = RingGoodput(((2, 9e8), (4, 8e8), (8, 7e8)))
+    assert ring.nearest(4) == (4, 8e8)
+    assert ring.nearest(3) == (4, 8e8)  # a tie goes to the larger ring
+    assert ring.nearest(1) == (2, 9e8)
+    assert ring.nearest(16) == (8, 7e8)
 
 
 def test_not_an_object() -> None:
@@ -329,3 +415,79 @@ def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(shutil, "which", lambda tool: None)
     with pytest.raises(ConfigError, match="`ip` not found"):
         netns_testbed.check_permitted()
+
+
+# --- measuring the effects (loopback) ------------------------------------------------------------
+
+
+def test_weight_cv_per_direction_by_hand() -> None:
+    from profilers.link_sharing import LinkSharingReport, SharingTrial
+
+    # One flow alone takes 1 s each way; two together end at 1 + r (r: lighter over heavier).
+    report = LinkSharingReport(
+        8e6,
+        (
+            SharingTrial("into", 1_000_000, (1.0,)),
+            SharingTrial("out of", 1_000_000, (1.0,)),
+            SharingTrial("into", 1_000_000, (1.5, 2.0)),  # r = 0.5
+            SharingTrial("out of", 1_000_000, (2.0, 2.0)),  # r = 1: equal shares
+        ),
+    )
+    sigma2_into = math.log(0.5) ** 2 / 2
+    assert report.weight_cv("into") == pytest.approx(math.sqrt(math.expm1(sigma2_into)))
+    assert report.weight_cv("out of") == 0.0
+    pooled = math.sqrt(math.expm1(sigma2_into / 2))  # the mean of ln(r)^2 over both pairs
+    assert report.weight_cv() == pytest.approx(pooled)
+    assert report.implausible_ratios() == 0
+    # Two flows together ending sooner than one alone: no shared bottleneck.
+    faster = SharingTrial("into", 1_000_000, (0.9, 1.2))
+    assert dataclasses.replace(report, trials=(*report.trials, faster)).implausible_ratios() == 1
+
+
+def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
+    from profilers.network_measure import MeasureOptions, measure_profile
+
+    # Sizes spanning two decades, as the fit needs on a loaded machine (see above).
+    options = MeasureOptions(
+        min_nbytes=64 << 10,
+        max_nbytes=8 << 20,
+        repeats=5,
+        warmup=2,
+        timeout_s=60,
+        cpu_repeats=3,
+        sharing_seconds=0.02,
+        sharing_repeats=1,
+        ring_max=3,
+        ring_repeats=2,
+        note="test run",
+    )
+    lines: list[str] = []
+    profile = measure_profile(options, say=lines.append)
+    assert profile.transfer_cpu is not None and profile.ring_goodput is not None
+    assert profile.transfer_cpu.s_per_byte >= 0 and profile.transfer_cpu.host_cpu_cores >= 1
+    # On a loaded machine loopback flows compete for cores, not a link: then the sharing is
+    # not recorded, and the output says why.
+    if profile.flow_sharing is None:
+        assert any(line.startswith("flow sharing not recorded: ") for line in lines)
+    else:
+        assert profile.flow_sharing.weight_cv >= 0 and profile.flow_sharing.pull_cv is not None
+        assert profile.flow_sharing.method.endswith("; test run")
+    assert [w for w, _ in profile.ring_goodput.points] == [2, 3]
+    assert all(bps > 0 for _, bps in profile.ring_goodput.points)
+    for method in (profile.method, profile.transfer_cpu.method, profile.ring_goodput.method):
+        assert method.endswith("; test run")
+    assert any(line.startswith("ring AllReduce W=3: ") for line in lines)
+    loaded = load_network_profile(save_network_profile(profile, tmp_path / "lo.json"))
+    assert dataclasses.replace(loaded, source=profile.source) == profile
+
+
+def test_measure_options_skip_the_slower_parts() -> None:
+    import argparse
+
+    from profilers.network_measure import add_measure_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_measure_arguments(parser)
+    options = options_from_args(parser.parse_args(["--no-cpu", "--no-sharing", "--no-ring"]))
+    assert (options.cpu_repeats, options.sharing, options.ring_max) == (0, False, 0)
+    assert options_from_args(parser.parse_args([])).ring_max == 4

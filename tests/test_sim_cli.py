@@ -58,7 +58,10 @@ def test_sweep_prints_a_table(trace_file: Path, capsys: pytest.CaptureFixture[st
     assert main(["simulate", str(trace_file), "--workers", "1-3,8", *FAST]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "95% CI" in lines[1]
-    assert [line.split()[0] for line in lines[2:]] == ["1", "2", "3", "8"]
+    assert [line.split()[0] for line in lines[2:-1]] == ["1", "2", "3", "8"]
+    assert lines[-1].startswith(
+        "link: 1.00 Gbit/s (--bandwidth) + 0 s (default), flow weight cv off"
+    )
 
 
 def test_sweep_json(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +104,7 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
         (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),
         (["--placement", "nowhere"], "--placement: 'nowhere' is not greedy"),
-        (["--comm-cpu", "40"], "--comm-cpu: needs host_cpu_cores"),
+        (["--comm-cpu", "40"], "--comm-cpu: the transfers' CPU cost needs --host-cores"),
         (["--comm-cpu", "-1", "--host-cores", "1"], "--comm-cpu: must be >= 0 ns per byte"),
     ],
 )

@@ -48,6 +48,11 @@ from typing import Any
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
+from profilers.distributed.link_profile import (
+    effective_bandwidth_bps,
+    measured_network_profile,
+    with_transfer_cpu,
+)
 from profilers.distributed.measurements import MeasuredPoint, Measurements
 from profilers.distributed.records import RunResult, SlowdownReport
 from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
@@ -58,10 +63,13 @@ from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
+from simcore.link_settings import DEFAULT_SOURCE, LinkSettings, Sourced
+from simcore.network import NetworkProfile
+from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.trace.model import OpKind, Trace
-from simcore.units import format_bandwidth
+from simcore.trace.model import Trace
+from simcore.units import format_bandwidth, format_seconds
 
 __all__ = [
     "Predictor",
@@ -144,6 +152,8 @@ class ValidationReport:
     measurements: Measurements | None = None  # every run, to assess again or look into
     predictor: Predictor | None = None  # what made the ``simulated`` predictions
     ring_bandwidth_bps: float | None = None  # the ring predictions' link; None: bandwidth_bps
+    link_text: str = ""  # where the link's values came from (measured, an option, a profile)
+    network: NetworkProfile | None = None  # the link as this validation measured it
 
     def abs_errors(self, predictor: str) -> list[float]:
         """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
@@ -167,33 +177,16 @@ def colocation_slowdown(
     return solo, reports
 
 
-def effective_bandwidth_bps(trace: Trace) -> float:
-    """Bits moved by the trace's transfers over the time they kept their connection busy.
-
-    Raises
-    ------
-    ConfigError : the trace has no measured transfers.
-    """
-    bits = busy = 0.0
-    for step in trace.steps:
-        for op, duration in zip(trace.ops, step.duration_s, strict=True):
-            if op.kind in (OpKind.PULL, OpKind.PUSH) and duration is not None and op.nbytes:
-                bits += 8.0 * op.nbytes
-                busy += duration
-    if busy <= 0:
-        raise ConfigError(f"trace {trace.source}: no measured transfer times to fit a bandwidth")
-    return bits / busy
-
-
 def validate(
     model: str,
     *,
     bandwidth_bps: float | None = None,
+    link: LinkSettings | None = None,
     progress: Progress | None = None,
     **options: Any,
 ) -> ValidationReport:
     """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
-    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps``.
+    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps`` and ``link``.
 
     Raises
     ------
@@ -201,7 +194,7 @@ def validate(
     DistributedRunError : a run failed.
     """
     measured = measure(model, progress=progress, **options)
-    return assess(measured, bandwidth_bps=bandwidth_bps, progress=progress)
+    return assess(measured, bandwidth_bps=bandwidth_bps, link=link, progress=progress)
 
 
 def measure(
@@ -294,13 +287,17 @@ def assess(
     measured: Measurements,
     *,
     bandwidth_bps: float | None = None,
+    link: LinkSettings | None = None,
     progress: Progress | None = None,
 ) -> ValidationReport:
     """Predict every measured point from the solo profile and compare (no real runs: a saved
     validation can be assessed again, e.g. after a change to the model).
 
     ``bandwidth_bps``: the link for the predictions; None: the testbed's one-flow goodput, or
-    on loopback the bandwidth fitted to the solo run's transfers.
+    on loopback the bandwidth fitted to the solo run's transfers. ``link``: values (from options
+    or a network profile) that replace what the validation measured or fitted: each of its
+    bandwidth (with a profile's ring goodput per W), latency, flow weight cv and transfer CPU
+    cost whose source is not the default; its bandwidth wins over ``bandwidth_bps``.
 
     Raises
     ------
@@ -314,26 +311,43 @@ def assess(
     testbed = Testbed(measured.link_rate_bps, measured.cores)
     trace = run_to_trace(solo)
     alone = with_compute_of(trace, measured.alone)
+    given = link or LinkSettings(Sourced(0.0))
+    own = measured_network_profile(measured, trace)  # what this validation measured
     ring_bandwidth_bps = None
-    if bandwidth_bps is None:
-        bandwidth_bps = sharing.goodput_bps() if sharing else effective_bandwidth_bps(trace)
-        if measured.ring is not None:
-            ring_bandwidth_bps = measured.ring.goodput_bps()
-    weight_cv = sharing.weight_cv() if sharing else 0.0
+    if given.bandwidth_bps.source != DEFAULT_SOURCE:
+        bandwidth = given.bandwidth_bps
+    elif bandwidth_bps is not None:
+        bandwidth = Sourced(bandwidth_bps, "bandwidth_bps")
+    else:
+        what = "measured one flow" if sharing else "fitted to the solo run"
+        bandwidth = Sourced(own.bandwidth_bps, what)
+        if own.ring_goodput is not None:
+            ring_bandwidth_bps = own.ring_goodput.points[0][1]
+    bandwidth_bps = bandwidth.value
+    ring = given.ring if bandwidth.source == given.profile else None
+    own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
+    weight_cv = _measured_unless_given(given.flow_weight_cv, own_cv, "measured")
+    latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
     fitting = Predictor(
         trace,
         bandwidth_bps,
         measured.base,
         testbed,
-        weight_cv,
+        weight_cv.value,
         ring_bandwidth_bps=ring_bandwidth_bps,
+        ring=ring,
+        latency_s=latency.value,
     )
     comm_cpu = fit_comm_cpu(
         alone,
         compute_s_per_step(trace),
         fitting.config(Architecture.PS_ASYNC, 1, ideal=False),
     )
-    model_of = dataclasses.replace(fitting, alone=alone, comm_cpu_s_per_byte=comm_cpu.s_per_byte)
+    cores = testbed.worker_cores(Architecture.PS_ASYNC)
+    own = with_transfer_cpu(own, comm_cpu, cores)
+    cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
+    model_of = dataclasses.replace(fitting, alone=alone, comm_cpu_s_per_byte=cpu.value)
+    link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile)
     ring_text = (
         ""
         if ring_bandwidth_bps is None
@@ -341,8 +355,9 @@ def assess(
     )
     say(
         f"predicting with a link of {bandwidth_bps / 1e9:.3f} Gbit/s{ring_text}, flow weight "
-        f"cv {weight_cv:.3f}; {comm_cpu_text(comm_cpu)}"
+        f"cv {weight_cv.value:.3f}; {comm_cpu_text(comm_cpu)}"
     )
+    say(link_text)
     points = tuple(model_of.point(p.architecture, p.workers, p.runs, solo) for p in measured.points)
     # The profile against its own run: what the trace misses (gaps between ops) shows here,
     # apart from any effect of W.
@@ -359,13 +374,38 @@ def assess(
         solo_sim,
         measured.link_rate_bps,
         sharing,
-        weight_cv,
+        weight_cv.value,
         len(testbed.cores),
         alone,
         comm_cpu,
         measured,
         model_of,
         ring_bandwidth_bps,
+        link_text,
+        own,
+    )
+
+
+def _measured_unless_given(given: Sourced[float], measured: float, how: str) -> Sourced[float]:
+    """``given`` when it came from an option or a profile, else the validation's own value."""
+    return given if given.source != DEFAULT_SOURCE else Sourced(measured, how)
+
+
+def _link_text(
+    bandwidth: Sourced[float],
+    latency: Sourced[float],
+    weight_cv: Sourced[float],
+    cpu: Sourced[float],
+    ring: RingGoodput | None,
+    profile: str | None,
+) -> str:
+    """One line: every link value the simulator's predictions use, and where it came from."""
+    ring_text = "" if ring is None else f", ring AllReduce goodput per W ({profile})"
+    return (
+        f"link: {format_bandwidth(bandwidth.value)} ({bandwidth.source}) + "
+        f"{format_seconds(latency.value)} ({latency.source}){ring_text}, flow weight cv "
+        f"{weight_cv.value:.3g} ({weight_cv.source}), transfer CPU {cpu.value * 1e9:.3g} ns/B "
+        f"({cpu.source})"
     )
 
 
@@ -386,6 +426,8 @@ class Predictor:
     alone: Trace | None = None  # the computation without transfers; None: replay ``trace``
     comm_cpu_s_per_byte: float = 0.0  # the transfers' CPU work, with ``alone``
     ring_bandwidth_bps: float | None = None  # a ring AllReduce's measured goodput; None: link's
+    ring: RingGoodput | None = None  # a profile's ring goodput per W (over ring_bandwidth_bps)
+    latency_s: float = 0.0  # per transfer (from an option or a profile)
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -401,10 +443,13 @@ class Predictor:
             steps=SIM_STEPS,
             warmup_steps=SIM_WARMUP_STEPS,
             replications=SIM_REPLICATIONS,
+            latency_s=self.latency_s,
         )
         if ideal:
             return config
-        if sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
+        if sim_arch == "allreduce" and self.ring is not None:
+            config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
+        elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
         return dataclasses.replace(
@@ -535,6 +580,8 @@ def report_text(report: ValidationReport) -> str:
         f"{report.flow_weight_cv:.3f}; {_cores_text(report)}, {report.threads} torch "
         "thread(s) per rank; examples/s over all workers"
     ]
+    if report.link_text:
+        lines.append(report.link_text)
     if report.link_sharing is not None:
         lines += [link_sharing_text(report.link_sharing), ""]
     ring = report.measurements.ring if report.measurements is not None else None

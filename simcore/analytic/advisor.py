@@ -376,6 +376,7 @@ def advise(
     intra_bandwidth_bps: float | None = None,
     flow_cap_bps: float | None = None,
     replications: int | None = None,
+    configure: Callable[[SimulationConfig], SimulationConfig] | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -398,6 +399,9 @@ def advise(
         best candidates (the analytic models have no caps, so they rank as if there were none).
     replications : seeds per simulation (None: ``default_replications`` of the candidate's mode,
         several for Async-SGD, whose workers can settle in different phases from seed to seed).
+    configure : applied to each confirming simulation's configuration, e.g. a link's measured
+        effects (:meth:`simcore.link_settings.LinkSettings.apply`); the analytic ranking has
+        none of them.
 
     Returns
     -------
@@ -442,6 +446,8 @@ def advise(
         )
         for c in top
     ]
+    if configure is not None:
+        configs = [configure(config) for config in configs]
     simulated = _simulate_all(trace, top, configs, progress)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
     ranked.sort(key=lambda r: _order(r.candidate, r.examples_per_s))

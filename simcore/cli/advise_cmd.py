@@ -18,10 +18,16 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import (
+    DEFAULT_BANDWIDTH,
+    NETWORK_HELP,
+    add_effect_options,
+    link_settings,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
 from simcore.errors import ConfigError
+from simcore.link_settings import LinkSettings
 from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -51,11 +57,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
     p.add_argument("--machines", type=int, required=True, help="machine budget N (servers count)")
-    link = p.add_mutually_exclusive_group()
-    link.add_argument("--bandwidth", help=f"each machine's link (default {DEFAULT_BANDWIDTH})")
-    link.add_argument(
-        "--network", help="take bandwidth and per-transfer latency from a network profile"
+    p.add_argument(
+        "--bandwidth", help=f"each machine's link (default: --network's, else {DEFAULT_BANDWIDTH})"
     )
+    p.add_argument("--network", help=NETWORK_HELP)
+    p.add_argument("--latency", help="per-transfer latency (simulations only; default --network's)")
+    add_effect_options(p)
     p.add_argument("--price", type=float, help="price per machine-hour: adds cost per M examples")
     hosts = p.add_argument_group("hosts of several devices (TPDS'22 4.4)")
     hosts.add_argument(
@@ -83,16 +90,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _link(args: argparse.Namespace) -> tuple[float, float, str]:
-    """(bandwidth bit/s, latency s, how to describe it)."""
-    bandwidth_bps, latency_s = resolve_link(args.bandwidth, None, load_network_option(args.network))
-    return bandwidth_bps, latency_s, f" ({args.network})" if args.network else ""
-
-
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
-    bandwidth_bps, latency_s, where = _link(args)
+    link = link_settings(args)
+    bandwidth_bps, latency_s = link.bandwidth_bps.value, link.latency_s.value
+    where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
     progress = Progress("simulate", enabled=not args.quiet)
     try:
@@ -110,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
             flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
             replications=args.replications,
+            configure=lambda config: link.apply(config, strict=False),
         )
     except ConfigError as err:
         name, _, rest = str(err).partition(":")
@@ -117,10 +121,43 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
     if args.json:
-        print(json.dumps(advice_to_dict(advice, trace, args, latency_s), allow_nan=False))
+        doc = advice_to_dict(advice, trace, args, latency_s)
+        doc["link"] = advice_link_dict(link)
+        print(json.dumps(doc, allow_nan=False))
     else:
         print(format_advice(advice, trace, args, where))
+        print("\n".join(advice_link_lines(link)))
     return 0
+
+
+def advice_link_lines(link: LinkSettings) -> list[str]:
+    """Where the link came from, which effects the confirming simulations used and that the
+    analytic ranking has none of them."""
+    b = link.bandwidth_bps
+    lines = [f"link: {format_bandwidth(b.value)} ({b.source})"]
+    used = [link.effect_text(key) for key in link.effects_on()]
+    if link.ring is not None and b.source == link.profile:
+        used.append(f"ring AllReduce goodput per W ({link.profile}) for ring candidates")
+    if used:
+        lines.append(
+            f"simulations use: {', '.join(used)} (flow weights on PS candidates with ps links "
+            "only); the analytic ranking models none of these"
+        )
+    if link.note:
+        lines.append(link.note)
+    return lines
+
+
+def advice_link_dict(link: LinkSettings) -> dict[str, Any]:
+    """The JSON form of :func:`advice_link_lines`."""
+    return {
+        "bandwidth_bps": link.bandwidth_bps.to_dict(),
+        "simulated_effects": {key: value.to_dict() for key, value in link.effects_on().items()},
+        "host_cpu_cores": link.host_cpu_cores.to_dict(),
+        "ring_goodput_used": link.ring is not None and link.bandwidth_bps.source == link.profile,
+        "profile": link.profile,
+        "note": link.note,
+    }
 
 
 def _sizes(text: str) -> tuple[int, ...]:

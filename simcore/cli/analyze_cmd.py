@@ -18,9 +18,15 @@ from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.cli.host_options import devices_and_intra_link
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import (
+    DEFAULT_BANDWIDTH,
+    NETWORK_HELP,
+    add_effect_options,
+    link_settings,
+)
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
+from simcore.link_settings import LinkSettings
 from simcore.sim.config import MODES
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
@@ -42,9 +48,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
     p.add_argument("--workers", default="1", help="W, a list 1,2,4 or a range 1-64 (default 1)")
-    link = p.add_mutually_exclusive_group()
-    link.add_argument("--bandwidth", help=f"server link bandwidth B (default {DEFAULT_BANDWIDTH})")
-    link.add_argument("--network", help="take B from a network profile (file or sample name)")
+    p.add_argument(
+        "--bandwidth",
+        help=f"server link bandwidth B (default: --network's, else {DEFAULT_BANDWIDTH})",
+    )
+    p.add_argument("--network", help=NETWORK_HELP)
+    p.add_argument("--latency", help="per-transfer latency (the coarse models have none: reported)")
+    add_effect_options(p)
     p.add_argument("--mode", choices=MODES, default="async", help="Async- or Sync-SGD")
     p.add_argument(
         "--rho-t",
@@ -71,11 +81,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _bandwidth(args: argparse.Namespace) -> float:
-    """B: the coarse models have no latency term, so a profile's fitted latency is not used."""
-    return resolve_link(args.bandwidth, None, load_network_option(args.network))[0]
-
-
 def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:
     return {"examples_per_s": examples_per_s, "steps_per_s": steps_per_s}
 
@@ -86,14 +91,22 @@ def _host(args: argparse.Namespace, device: WorkerType, topology: Topology | Non
     return host_worker_type(device, devices, intra)
 
 
-def analyze_row(args: argparse.Namespace, worker: WorkerType, workers: int, b: float) -> Row:
-    """The predictions for ``workers`` workers, as a JSON-ready row."""
+def analyze_row(
+    args: argparse.Namespace,
+    worker: WorkerType,
+    workers: int,
+    b: float,
+    ring_b: float | None = None,
+) -> Row:
+    """The predictions for ``workers`` workers, as a JSON-ready row; ``ring_b``: the ring
+    AllReduce's bandwidth (Eq. 11) when it is not ``b`` (a measured ring goodput)."""
     cluster = Cluster.homogeneous(worker, workers, b)
     if args.mode == "sync":
         s = predict_sync(cluster)
+        ring = s if ring_b is None else predict_sync(Cluster.homogeneous(worker, workers, ring_b))
         row: Row = {"workers": workers, "solver": "closed form"}
         for name in SYNC_COLUMNS:
-            est = getattr(s, name)
+            est = getattr(ring if name == "allreduce" else s, name)
             row[name] = {**_rate(est.steps_per_s, est.examples_per_s), "step_s": est.step_s}
         return row
     a = predict_async(cluster, rho_t=args.rho_t, overlap_rule=args.overlap_rule, solver=args.solver)
@@ -115,14 +128,15 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
         raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
     topology = load_topology(args.topology) if args.topology else None
-    b = (
-        _bandwidth(args)
-        if args.bandwidth or args.network or topology is None
-        else topology.server_link_bps
+    link = link_settings(
+        args,
+        topology_bps=None if topology is None else topology.server_link_bps,
+        topology=args.topology,
     )
+    b = link.bandwidth_bps.value
     trace = load_trace(args.trace)
     worker = _host(args, worker_type_from_trace(trace), topology)
-    rows = [analyze_row(args, worker, w, b) for w in counts]
+    rows = [analyze_row(args, worker, w, b, _ring_b(args, link, w)) for w in counts]
     if args.json:
         doc = {
             "trace": trace.source,
@@ -139,11 +153,65 @@ def run(args: argparse.Namespace) -> int:
                 "batch_size": worker.batch_size,
             },
             "rows": rows,
+            "link": analytic_link_dict(args, link, counts),
         }
         print(json.dumps(doc, allow_nan=False))
     else:
         print(format_table(args, worker, b, rows))
+        print("\n".join(analytic_link_lines(args, link, counts)))
     return 0
+
+
+def _ring_b(args: argparse.Namespace, link: LinkSettings, workers: int) -> float | None:
+    """The ring's measured goodput for Eq. 11 (sync mode, when the profile has one)."""
+    ring = _ring_b_measured(args, link, workers)
+    return None if ring is None else ring[1]
+
+
+def analytic_link_lines(
+    args: argparse.Namespace, link: LinkSettings, counts: list[int]
+) -> list[str]:
+    """Where B came from, the ring's goodput if used, and what the coarse models cannot model."""
+    b = link.bandwidth_bps
+    lines = [f"link: B {format_bandwidth(b.value)} ({b.source})"]
+    rings = sorted({ring for w in counts if (ring := _ring_b_measured(args, link, w))})
+    if rings:
+        used = ", ".join(f"{format_bandwidth(bps)} (W={w})" for w, bps in rings)
+        lines[0] += (
+            f"; ring AllReduce (Eq. 11) at the measured ring goodput {used} ({link.profile})"
+        )
+    off = [link.effect_text(key) for key in link.effects_on()]
+    if off:
+        lines.append(
+            f"not modelled: the coarse models have no per-transfer latency, flow weights or "
+            f"transfer CPU cost, so these are ignored: {', '.join(off)} (sgdsim simulate uses them)"
+        )
+    if link.note:
+        lines.append(link.note)
+    return lines
+
+
+def _ring_b_measured(
+    args: argparse.Namespace, link: LinkSettings, workers: int
+) -> tuple[int, float] | None:
+    return link.ring_bandwidth(workers) if args.mode == "sync" else None
+
+
+def analytic_link_dict(
+    args: argparse.Namespace, link: LinkSettings, counts: list[int]
+) -> dict[str, Any]:
+    """The JSON form of :func:`analytic_link_lines`."""
+    return {
+        "bandwidth_bps": link.bandwidth_bps.to_dict(),
+        "ring_bandwidth_bps": {
+            str(w): {"value": ring[1], "workers_measured": ring[0], "source": link.profile}
+            for w in counts
+            if (ring := _ring_b_measured(args, link, w))
+        },
+        "not_modelled": {key: value.to_dict() for key, value in link.effects_on().items()},
+        "profile": link.profile,
+        "note": link.note,
+    }
 
 
 def format_table(args: argparse.Namespace, worker: WorkerType, b: float, rows: list[Row]) -> str:

@@ -38,7 +38,12 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
     group.add_argument(
         "--colocated", type=int, default=1, help="worker processes per host (default 1)"
     )
-    group.add_argument("--host-cores", type=float, help="CPU cores per host, shared by them")
+    group.add_argument(
+        "--host-cores",
+        type=float,
+        help="CPU cores per host, shared by them (default: none shared; with a transfer CPU "
+        "cost, the cores --network's cost was measured on)",
+    )
     group.add_argument(
         "--worker-cores", type=float, help="cores one worker used when profiled alone"
     )
@@ -46,8 +51,8 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
         "--comm-cpu",
         type=float,
         metavar="NS_PER_BYTE",
-        help="CPU time a worker's transfers cost its host, ns per byte sent or received; "
-        "needs --host-cores (the validation of profilers.distributed fits it)",
+        help="CPU time a worker's transfers cost its host, ns per byte sent or received "
+        "(default: --network's, else 0); needs host cores (--host-cores or the profile's)",
     )
 
 
@@ -97,7 +102,8 @@ def devices_and_intra_link(
 def apply_host_options(
     args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
 ) -> SimulationConfig:
-    """``config`` with the host options, falling back on ``topology``'s values."""
+    """``config`` with the host options, falling back on ``topology``'s values (the transfers'
+    CPU cost, ``--comm-cpu``, is the link's: :mod:`simcore.cli.link_options`)."""
     ring = config.arch == "allreduce"
     devices, intra = devices_and_intra_link(args, topology)
     changes: dict[str, Any] = {
@@ -107,11 +113,6 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
-    comm_cpu = args.comm_cpu
-    if comm_cpu is not None:
-        if not comm_cpu >= 0:
-            raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {comm_cpu:g}")
-        changes["comm_cpu_s_per_byte"] = comm_cpu * 1e-9
     if args.server_host is not None:
         changes["server_host"] = args.server_host
     elif topology is not None and topology.server_host is not None and not ring:

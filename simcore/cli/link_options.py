@@ -1,16 +1,54 @@
 """The network link a command simulates or analyzes: from its options, else a measured profile.
 
-``simulate``, ``analyze`` and ``advise`` all take ``--bandwidth`` and ``--network`` (and
-``simulate`` also ``--latency``); this is the one place that turns them into numbers.
+``simulate``, ``timeline``, ``analyze``, ``advise`` and ``validate`` take ``--network`` (a measured
+profile) and options for each of its values; this is the one place that turns them into numbers,
+as a :class:`~simcore.link_settings.LinkSettings` whose every value says where it came from. An
+option given explicitly wins; then a topology's link (``simulate``, ``timeline``, ``analyze``: the
+bandwidth only); then the profile; then the default.
 """
 
 from __future__ import annotations
 
-from simcore.network import NetworkProfile
+import argparse
+import math
+
+from simcore.errors import ConfigError
+from simcore.link_settings import LinkSettings, Sourced
+from simcore.network import NetworkProfile, profile_note
 from simcore.network_io import load_network_profile
 from simcore.units import parse_bandwidth, parse_duration
 
 DEFAULT_BANDWIDTH = "10Gbps"
+NETWORK_HELP = (
+    "measured network profile, a file or sample (`sgdsim network show`): its bandwidth, "
+    "per-transfer latency, flow weight cv, transfer CPU cost and ring goodput, unless options "
+    "say otherwise"
+)
+
+
+def add_effect_options(p: argparse.ArgumentParser, *, cpu: bool = True) -> None:
+    """``--flow-weight-cv`` and (``cpu``) ``--comm-cpu`` and ``--host-cores``, for commands
+    whose host options do not already have the latter two."""
+    p.add_argument(
+        "--flow-weight-cv",
+        type=float,
+        metavar="CV",
+        help="unequal shares of a parameter server's ps link: per-transfer lognormal weights "
+        "with this coefficient of variation (default: --network's, else 0)",
+    )
+    if cpu:
+        p.add_argument(
+            "--comm-cpu",
+            type=float,
+            metavar="NS_PER_BYTE",
+            help="CPU time transfers cost their host, ns per byte sent or received (default: "
+            "--network's, else 0); with --host-cores",
+        )
+        p.add_argument(
+            "--host-cores",
+            type=float,
+            help="CPU cores of a worker's host (default: those --network's cost was measured on)",
+        )
 
 
 def load_network_option(name_or_path: str | None) -> NetworkProfile | None:
@@ -18,24 +56,122 @@ def load_network_option(name_or_path: str | None) -> NetworkProfile | None:
     return load_network_profile(name_or_path) if name_or_path else None
 
 
+def link_settings(
+    args: argparse.Namespace,
+    *,
+    topology_bps: float | None = None,
+    topology: str | None = None,
+) -> LinkSettings:
+    """The link ``args`` describe: each value from its option, else ``topology_bps`` (the
+    bandwidth of ``--topology``), else ``--network``'s profile, else the default.
+
+    Options a command does not have count as not given.
+
+    Raises
+    ------
+    ConfigError
+        An option's value is out of range (naming it); ``--network`` names no profile.
+    TraceError
+        The profile is malformed.
+    """
+    name = getattr(args, "network", None)
+    profile = load_network_option(name)
+    return LinkSettings(
+        bandwidth_bps=_bandwidth(args, profile, name, topology_bps, topology),
+        latency_s=_latency(args, profile, name),
+        flow_weight_cv=_flow_weight_cv(args, profile, name),
+        comm_cpu_s_per_byte=_comm_cpu(args, profile, name),
+        host_cpu_cores=_host_cores(args, profile, name),
+        ring=profile.ring_goodput if profile is not None else None,
+        profile=name,
+        note=profile_note(profile, name) if profile is not None else "",
+    )
+
+
+def _bandwidth(
+    args: argparse.Namespace,
+    profile: NetworkProfile | None,
+    name: str | None,
+    topology_bps: float | None,
+    topology: str | None,
+) -> Sourced[float]:
+    text = getattr(args, "bandwidth", None)
+    if text is not None:
+        return Sourced(parse_bandwidth(text, name="--bandwidth"), "--bandwidth")
+    if topology_bps is not None:
+        return Sourced(topology_bps, f"topology {topology}")
+    if profile is not None and name is not None:
+        return Sourced(profile.bandwidth_bps, name)
+    return Sourced(parse_bandwidth(DEFAULT_BANDWIDTH, name="--bandwidth"))
+
+
+def _latency(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float]:
+    text = getattr(args, "latency", None)
+    if text is not None:
+        return Sourced(parse_duration(text, name="--latency", positive=False), "--latency")
+    if profile is not None and name is not None:
+        return Sourced(profile.latency_s, name)
+    return Sourced(0.0)
+
+
+def _flow_weight_cv(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float]:
+    value = getattr(args, "flow_weight_cv", None)
+    if value is not None:
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"--flow-weight-cv: must be a number >= 0, got {value:g}")
+        return Sourced(float(value), "--flow-weight-cv")
+    if profile is not None and name is not None and profile.flow_sharing is not None:
+        return Sourced(profile.flow_sharing.weight_cv, name)
+    return Sourced(0.0)
+
+
+def _comm_cpu(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float]:
+    value = getattr(args, "comm_cpu", None)
+    if value is not None:
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {value:g}")
+        return Sourced(value * 1e-9, "--comm-cpu")
+    if profile is not None and name is not None and profile.transfer_cpu is not None:
+        return Sourced(profile.transfer_cpu.s_per_byte, name)
+    return Sourced(0.0)
+
+
+def _host_cores(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float | None]:
+    value = getattr(args, "host_cores", None)
+    if value is not None:
+        return Sourced(float(value), "--host-cores")
+    if profile is not None and name is not None and profile.transfer_cpu is not None:
+        return Sourced(profile.transfer_cpu.host_cpu_cores, name)
+    return Sourced(None)
+
+
+def link_lines(settings: LinkSettings, describe: str) -> list[str]:
+    """The lines a command prints about its link: ``describe`` (a :meth:`LinkSettings.describe`
+    line) and the profile's note, if any."""
+    return [describe, *([settings.note] if settings.note else [])]
+
+
 def resolve_link(
     bandwidth: str | None,
     latency: str | None,
     network: NetworkProfile | None,
 ) -> tuple[float, float]:
-    """(bandwidth in bit/s, per-transfer latency in s).
-
-    An option given explicitly wins; otherwise the network profile's fitted value; otherwise
-    :data:`DEFAULT_BANDWIDTH` and no latency.
-    """
-    if bandwidth is not None:
-        bandwidth_bps = parse_bandwidth(bandwidth, name="--bandwidth")
-    elif network is not None:
-        bandwidth_bps = network.bandwidth_bps
-    else:
-        bandwidth_bps = parse_bandwidth(DEFAULT_BANDWIDTH, name="--bandwidth")
-    if latency is not None:
-        latency_s = parse_duration(latency, name="--latency", positive=False)
-    else:
-        latency_s = network.latency_s if network is not None else 0.0
-    return bandwidth_bps, latency_s
+    """(bandwidth in bit/s, per-transfer latency in s), for the scenarios' link options: an
+    option given explicitly wins; otherwise the network profile's fitted value; otherwise
+    :data:`DEFAULT_BANDWIDTH` and no latency. (The scenarios set the effects themselves.)"""
+    args = argparse.Namespace(bandwidth=bandwidth, latency=latency, network=None)
+    settings = link_settings(args)
+    if network is None:
+        return settings.bandwidth_bps.value, settings.latency_s.value
+    return (
+        network.bandwidth_bps if bandwidth is None else settings.bandwidth_bps.value,
+        network.latency_s if latency is None else settings.latency_s.value,
+    )

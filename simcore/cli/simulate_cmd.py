@@ -22,7 +22,12 @@ from simcore.cli.host_options import (
     topology_bandwidth_bps,
     workers_text,
 )
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import (
+    DEFAULT_BANDWIDTH,
+    NETWORK_HELP,
+    add_effect_options,
+    link_settings,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
     add_replications_options,
@@ -34,7 +39,7 @@ from simcore.cli.seeds import (
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import refuse_existing
-from simcore.network import NetworkProfile
+from simcore.link_settings import LinkSettings
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
 from simcore.sim.results import result_to_dict, timeline_to_dict
@@ -73,11 +78,7 @@ def register(subparsers: Any) -> None:
         "--bandwidth",
         help=f"server link bandwidth (default: --network's, else {DEFAULT_BANDWIDTH})",
     )
-    p.add_argument(
-        "--network",
-        help="measured network profile, a file or sample (`sgdsim network show`): its bandwidth "
-        "and per-transfer latency, unless --bandwidth / --latency say otherwise",
-    )
+    p.add_argument("--network", help=NETWORK_HELP)
     p.add_argument(
         "--arch",
         choices=ARCHS,
@@ -150,6 +151,7 @@ def register(subparsers: Any) -> None:
         "none: strict phases, all pulls then all computation then all pushes (default layerwise)",
     )
     add_host_options(p)
+    add_effect_options(p, cpu=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
     p.add_argument(
@@ -211,23 +213,28 @@ def _placement(text: str) -> str | dict[str, int]:
     return data
 
 
+def command_link(args: argparse.Namespace, topology: Topology | None) -> LinkSettings:
+    """The link of ``simulate`` and ``timeline``: options, else the topology's bandwidth, else
+    ``--network``'s profile, else the defaults."""
+    return link_settings(
+        args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
+    )
+
+
 def build_config(
     args: argparse.Namespace,
     workers: int,
-    network: NetworkProfile | None = None,
+    link: LinkSettings,
     topology: Topology | None = None,
 ) -> SimulationConfig:
     """The SimulationConfig the arguments describe, for ``workers`` workers (or hosts).
 
-    ``network`` (loaded from ``--network``) supplies the bandwidth and latency that
-    ``--bandwidth`` and ``--latency`` leave open; ``topology`` (``--topology``) the host
-    settings that the host options leave open, and the bandwidth before ``network``.
+    ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
+    (``--topology``) the host settings that the host options leave open.
     """
-    bandwidth_bps, latency_s = resolve_link(args.bandwidth, args.latency, network)
-    bandwidth_bps = topology_bandwidth_bps(args, topology) or bandwidth_bps
     config = SimulationConfig(
         workers=workers,
-        bandwidth_bps=bandwidth_bps,
+        bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
         mode=args.mode,
         sharing=args.sharing,
@@ -244,7 +251,6 @@ def build_config(
         window_bytes=parse_size(args.window, name="--window"),
         parse_alpha_s_per_byte=args.parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
-        latency_s=latency_s,
         servers=args.servers,
         placement=_placement(args.placement),
         worker_bandwidth_bps=None
@@ -257,7 +263,7 @@ def build_config(
         timeline=args.timeline is not None,
         overlap=args.overlap,
     )
-    return apply_host_options(args, config, topology)
+    return link.apply(apply_host_options(args, config, topology))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -267,9 +273,9 @@ def run(args: argparse.Namespace) -> int:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
-    network = load_network_option(args.network)
+    link = command_link(args, topology)
     try:  # every configuration is checked before anything runs
-        configs = [build_config(args, w, network, topology) for w in counts]
+        configs = [build_config(args, w, link, topology) for w in counts]
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
@@ -292,15 +298,34 @@ def run(args: argparse.Namespace) -> int:
             if len(results) == 1
             else {"sweep": [result_to_dict(r) for r in results]}
         )
+        add_link_to_json(doc, link, results)
         print(json.dumps(doc, allow_nan=False))
     elif len(results) == 1:
         print(format_result(results[0], traces[0]))
     else:
         print(format_sweep(results, traces[0]))
+    if not args.json:
+        print(link_text(link, results))
     if args.phases and not args.json:
         for result in results:
             print("\n".join(format_phases(result)))
     return 0
+
+
+def add_link_to_json(
+    doc: dict[str, Any], link: LinkSettings, results: list[SimulationResult]
+) -> None:
+    """Every result's ``link``: which effects were on and where each value came from."""
+    entries = doc.get("sweep", [doc])
+    for entry, result in zip(entries, results, strict=True):
+        entry["link"] = link.to_dict(result.config)
+
+
+def link_text(link: LinkSettings, results: list[SimulationResult]) -> str:
+    """The link lines: one per distinct description (a ring's goodput varies with W), then the
+    profile's note."""
+    described = dict.fromkeys(link.describe(r.config) for r in results)
+    return "\n".join([*described, *([link.note] if link.note else [])])
 
 
 def _check_writable(path: Path, force: bool) -> None:
@@ -408,6 +433,7 @@ OPTION_OF = {
     "host_cpu_cores": "--host-cores",
     "worker_cpu_cores": "--worker-cores",
     "comm_cpu_s_per_byte": "--comm-cpu",
+    "flow_weight_cv": "--flow-weight-cv",
     "server_host": "--server-host",
 }
 

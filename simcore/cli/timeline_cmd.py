@@ -22,7 +22,13 @@ from simcore.cli.host_options import (
     topology_bandwidth_bps,
     workers_text,
 )
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import (
+    DEFAULT_BANDWIDTH,
+    NETWORK_HELP,
+    add_effect_options,
+    link_lines,
+    link_settings,
+)
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -32,11 +38,13 @@ from simcore.export.chrome import (
     simulated_spans,
 )
 from simcore.files import refuse_existing
+from simcore.link_settings import LinkSettings
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, MODES
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
+from simcore.topology import Topology
 from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, parse_bandwidth, parse_duration, parse_size
@@ -68,7 +76,7 @@ def register(subparsers: Any) -> None:
         "--bandwidth",
         help=f"server link bandwidth (default: --network's, else {DEFAULT_BANDWIDTH})",
     )
-    p.add_argument("--network", help="measured network profile, a file or sample")
+    p.add_argument("--network", help=NETWORK_HELP)
     p.add_argument("--latency", help="latency per transfer, e.g. 100us (default: --network's)")
     p.add_argument("--servers", type=int, default=1, help="parameter servers (default 1)")
     p.add_argument(
@@ -108,6 +116,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--title", help="figure title (default: what was simulated)")
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
     add_host_options(p, hosts_list=False)
+    add_effect_options(p, cpu=False)
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(handler=run)
 
@@ -143,13 +152,18 @@ def run(args: argparse.Namespace) -> int:
             f"({args.steps})"
         )
     trace = load_trace(args.trace)
-    config = _config(args, workers)
+    topology = load_topology_option(args)
+    link = link_settings(
+        args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
+    )
+    config = _config(args, workers, link, topology)
     validate(trace, config)
     result = simulate(trace, config)
     if args.profiled:
         _profiled(args, trace, result)
     else:
         _timeline(args, trace, result, window, time_s, shown)
+    print("\n".join(link_lines(link, link.describe(config))), file=sys.stderr)
     return 0
 
 
@@ -169,17 +183,13 @@ def _workers(args: argparse.Namespace) -> int:
     return workers
 
 
-def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
-    bandwidth_bps, latency_s = resolve_link(
-        args.bandwidth, args.latency, load_network_option(args.network)
-    )
-    topology = load_topology_option(args)
-    bandwidth_bps = topology_bandwidth_bps(args, topology) or bandwidth_bps
+def _config(
+    args: argparse.Namespace, workers: int, link: LinkSettings, topology: Topology | None
+) -> SimulationConfig:
     warmup = args.steps // 5
     config = SimulationConfig(
         workers=workers,
-        bandwidth_bps=bandwidth_bps,
-        latency_s=latency_s,
+        bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
         mode=args.mode,
         sharing=args.sharing,
@@ -196,7 +206,7 @@ def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
         if args.flow_cap is None
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
     )
-    return apply_host_options(args, config, topology)
+    return link.apply(apply_host_options(args, config, topology))
 
 
 def _timeline(

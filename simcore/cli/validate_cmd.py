@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simcore.cli.link_options import link_settings
 from simcore.errors import SgdsimError
 from simcore.files import refuse_existing
 from simcore.report.scenario import nonnegative_int, positive_int
@@ -80,6 +81,25 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
     p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
     p.add_argument(
+        "--network",
+        help="a network profile (file or sample) whose values replace what the validation "
+        "measures for the predictions: bandwidth (and ring goodput per W), latency, flow weight "
+        "cv, transfer CPU cost; options given explicitly win",
+    )
+    p.add_argument("--latency", help="per-transfer latency for the predictions (default 0)")
+    p.add_argument(
+        "--flow-weight-cv",
+        type=float,
+        metavar="CV",
+        help="flow weight cv for the predictions (default: measured on the testbed, else 0)",
+    )
+    p.add_argument(
+        "--comm-cpu",
+        type=float,
+        metavar="NS_PER_BYTE",
+        help="transfer CPU cost for the predictions, ns per byte (default: fitted to the solo run)",
+    )
+    p.add_argument(
         "--testbed",
         metavar="RATE",
         help="run every rank in a network namespace of its own with the server's link (ring: "
@@ -119,7 +139,15 @@ def register(subparsers: Any) -> None:
         help="also keep every run's timestamps in FILE (.json, or .json.gz compressed) to "
         "predict again later with --from-runs",
     )
-    p.add_argument("--force", action="store_true", help="overwrite existing --out/--save-runs")
+    p.add_argument(
+        "--save-network",
+        metavar="FILE",
+        help="also write the link as this validation measured it (bandwidth, flow weight cv, "
+        "ring goodput, fitted transfer CPU cost) as a network profile, for --network",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing --out/--save-runs/--save-network"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -133,11 +161,11 @@ def validate_with(
     from profilers.distributed.measurements import load_measurements
     from profilers.distributed.validation import assess, validate
 
-    bandwidth = parse_bandwidth(args.bandwidth, name="--bandwidth") if args.bandwidth else None
+    link = link_settings(args)  # only values given (not defaults) replace what is measured
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     if args.from_runs:
         measured = load_measurements(args.from_runs)
-        return assess(measured, bandwidth_bps=bandwidth, progress=progress)
+        return assess(measured, link=link, progress=progress)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     return validate(
         args.model,
@@ -148,7 +176,7 @@ def validate_with(
         steps=args.steps,
         warmup=args.warmup,
         overlap=args.overlap,
-        bandwidth_bps=bandwidth,
+        link=link,
         link_rate_bps=rate,
         threads=args.threads,
         seed=args.seed,
@@ -161,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
-    for path in (args.out, args.save_runs):
+    for path in (args.out, args.save_runs, args.save_network):
         if path:
             refuse_existing(path, args.force)  # fail before minutes of training, not after
     if args.save_runs and not args.from_runs:
@@ -172,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         from simcore.trace.io import save_trace
 
         save_trace(report.trace, args.out, overwrite=args.force)
+    if args.save_network and report.network is not None:
+        from simcore.network_io import save_network_profile
+
+        save_network_profile(report.network, args.save_network, overwrite=args.force)
     if args.json:
         print(json.dumps(_report_dict(report), indent=1, allow_nan=False))
     else:
@@ -213,6 +245,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "solo_simulated_examples_per_s": report.solo_simulated,
         "testbed_link_rate_bps": report.link_rate_bps,
         "flow_weight_cv": report.flow_weight_cv,
+        "link": report.link_text,
         "comm_cpu": None if report.comm_cpu is None else dataclasses.asdict(report.comm_cpu),
         "points": [
             {

@@ -1,0 +1,100 @@
+"""A validation's link measurements as a network profile (``sgdsim.network`` schema 2).
+
+The validation measures the link it predicts with (:mod:`profilers.distributed.validation`): one
+flow's goodput and how unevenly flows share the link (:mod:`profilers.link_sharing`, on the
+testbed), a ring AllReduce's goodput (:mod:`profilers.distributed.ring_goodput`), and it fits the
+transfers' CPU cost (:mod:`profilers.distributed.comm_cpu`). :func:`measured_network_profile`
+puts them in the same :class:`~simcore.network.NetworkProfile` that ``sgdsim network measure``
+writes, so that the predictions read them from one object and ``sgdsim validate --save-network``
+can hand them to ``--network`` of the other commands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from datetime import datetime, timezone
+
+from profilers.distributed.comm_cpu import CommCpuFit
+from profilers.distributed.measurements import Measurements
+from simcore.errors import ConfigError
+from simcore.network import NetworkProfile
+from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
+from simcore.trace.model import OpKind, Trace
+from simcore.units import format_bandwidth
+
+__all__ = ["effective_bandwidth_bps", "measured_network_profile", "with_transfer_cpu"]
+
+
+def effective_bandwidth_bps(trace: Trace) -> float:
+    """Bits moved by the trace's transfers over the time they kept their connection busy.
+
+    Raises
+    ------
+    ConfigError : the trace has no measured transfers.
+    """
+    bits = busy = 0.0
+    for step in trace.steps:
+        for op, duration in zip(trace.ops, step.duration_s, strict=True):
+            if op.kind in (OpKind.PULL, OpKind.PUSH) and duration is not None and op.nbytes:
+                bits += 8.0 * op.nbytes
+                busy += duration
+    if busy <= 0:
+        raise ConfigError(f"trace {trace.source}: no measured transfer times to fit a bandwidth")
+    return bits / busy
+
+
+def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkProfile:
+    """The link as the validation measured it: on the testbed one flow's goodput, the flows'
+    unequal shares and the ring's goodput; on loopback the bandwidth fitted to the solo run's
+    transfers (``trace``) and nothing else. No latency (the validation does not measure one)
+    and no CPU cost yet (:func:`with_transfer_cpu` adds the fit)."""
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    sharing, rate = measured.sharing, measured.link_rate_bps
+    where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
+    flow = None
+    if sharing is not None:
+        flow = FlowSharing(
+            sharing.weight_cv(),
+            pull_cv=sharing.weight_cv("out of"),
+            push_cv=sharing.weight_cv("into"),
+            fcfs_index=sharing.fcfs_index(),
+            method=f"profilers.link_sharing before the validation's runs ({where})",
+            created_utc=now,
+        )
+    ring = None
+    if measured.ring is not None:
+        ring = RingGoodput(
+            ((measured.ring.workers, measured.ring.goodput_bps()),),
+            method=f"profilers.distributed.ring_goodput of the model's layers ({where})",
+            created_utc=now,
+        )
+    if sharing is not None:
+        bandwidth, how = sharing.goodput_bps(), "one TCP flow's goodput (profilers.link_sharing)"
+    else:
+        bandwidth, how = effective_bandwidth_bps(trace), "bytes over busy time of the solo run's"
+        how += " transfers"
+    return NetworkProfile(
+        latency_s=0.0,
+        bandwidth_bps=bandwidth,
+        backend="gloo",
+        endpoints=f"the validation's {where}",
+        method=f"bandwidth: {how}; latency not measured",
+        host=socket.gethostname(),
+        created_utc=now,
+        flow_sharing=flow,
+        ring_goodput=ring,
+        source="measured",
+    )
+
+
+def with_transfer_cpu(profile: NetworkProfile, fit: CommCpuFit, cores: float) -> NetworkProfile:
+    """``profile`` with the fitted CPU cost of transfers, on ``cores`` cores."""
+    cost = TransferCpu(
+        fit.s_per_byte,
+        cores,
+        method=f"profilers.distributed.comm_cpu: computation {fit.measured_compute_s:.4g} s per "
+        f"step beside the transfers, {fit.alone_compute_s:.4g} s alone, replayed by the simulator",
+        created_utc=profile.created_utc,
+    )
+    return dataclasses.replace(profile, transfer_cpu=cost)

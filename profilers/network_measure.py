@@ -1,0 +1,314 @@
+"""``sgdsim network measure`` (and ``python -m profilers.netprofile``): a whole network profile.
+
+Measures, between two ranks of this machine over loopback (or, with ``--rank``, between two
+hosts), what a profile of schema version 2 (:mod:`simcore.network`) records:
+
+1. the ping-pong fit, latency and bandwidth (:func:`profilers.netprofile.measure_network`), and
+   the transfers' CPU cost per byte (``--cpu-repeats`` round trips of the largest message);
+2. how unevenly concurrent flows share the link (:func:`profilers.link_sharing.
+   measure_link_sharing` over loopback, flows sized by the fitted bandwidth): the simulator's
+   ``flow_weight_cv``, pooled and per direction;
+3. a gloo ring AllReduce's goodput for W = 2..``--ring-max`` ranks
+   (:func:`profilers.distributed.ring_goodput.measure_ring_goodput`).
+
+``--no-sharing``, ``--no-cpu`` and ``--no-ring`` skip the slower parts. Between two hosts
+(``--rank``) only 1 is measured: 2 and 3 would measure this host's loopback, not the link.
+
+This module imports torch only when a measurement runs, so that the command line can take its
+options from here without loading torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from simcore.errors import SgdsimError
+from simcore.network import NetworkProfile, network_profile_table
+from simcore.network_effects import FlowSharing, RingGoodput
+from simcore.network_io import save_network_profile
+from simcore.units import format_bandwidth, parse_duration, parse_size
+
+__all__ = [
+    "MeasureOptions",
+    "add_measure_arguments",
+    "main",
+    "measure_profile",
+    "options_from_args",
+]
+
+Progress = Callable[[int, int], None]
+Say = Callable[[str], None]
+RING_LAYER_NBYTES = (4 << 20,) * 4  # 16 MiB in four layers, all-reduced one after another
+SHARING_MAX_NBYTES = 64 << 20  # per flow: four senders hold a payload each in memory
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """What :func:`measure_profile` measures, and how (sizes in bytes, times in seconds)."""
+
+    min_nbytes: int = 1 << 10
+    max_nbytes: int = 64 << 20
+    repeats: int = 20
+    warmup: int = 5
+    timeout_s: float = 60.0
+    rank: int | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    ifname: str | None = None
+    cpu_repeats: int = 10  # 0: no transfer CPU cost
+    sharing: bool = True
+    sharing_seconds: float = 0.1  # one flow alone, at the fitted bandwidth
+    sharing_repeats: int = 3
+    ring_max: int = 4  # < 2: no ring goodput
+    ring_repeats: int = 5
+    note: str = ""  # added to every method text, e.g. "the machine was busy with other jobs"
+
+
+def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a network measurement (``sgdsim network measure``, ``python -m
+    profilers.netprofile``)."""
+    parser.add_argument("-o", "--out", help="write the network profile JSON here")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument("--min-size", default="1KiB", help="smallest message (default 1KiB)")
+    parser.add_argument("--max-size", default="64MiB", help="largest message (default 64MiB)")
+    parser.add_argument("--repeats", type=int, default=20, help="timed round trips per size (20)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed round trips per size (5)")
+    parser.add_argument("--timeout", default="60s", help="rendezvous/operation limit (60s)")
+    parser.add_argument("--rank", type=int, choices=(0, 1), help="run one rank (two hosts)")
+    parser.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
+    parser.add_argument("--master-port", type=int, help="port of rank 0 (needed with --rank)")
+    parser.add_argument("--ifname", help="network interface for gloo (GLOO_SOCKET_IFNAME)")
+    parser.add_argument(
+        "--cpu-repeats",
+        type=int,
+        default=10,
+        help="round trips of the largest message over which the transfers' CPU cost is "
+        "measured (default 10)",
+    )
+    parser.add_argument("--no-cpu", action="store_true", help="skip the transfers' CPU cost")
+    parser.add_argument(
+        "--no-sharing", action="store_true", help="skip how concurrent flows share the link"
+    )
+    parser.add_argument(
+        "--ring-max",
+        type=int,
+        default=4,
+        help="measure a ring AllReduce's goodput for W = 2..N ranks (default 4)",
+    )
+    parser.add_argument("--no-ring", action="store_true", help="skip the ring AllReduce goodput")
+    parser.add_argument(
+        "--note", default="", help="a note for the profile's methods, e.g. how busy the host was"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress or table")
+
+
+def options_from_args(args: argparse.Namespace) -> MeasureOptions:
+    """The :class:`MeasureOptions` of parsed :func:`add_measure_arguments` options."""
+    return MeasureOptions(
+        min_nbytes=parse_size(args.min_size, name="--min-size"),
+        max_nbytes=parse_size(args.max_size, name="--max-size"),
+        repeats=args.repeats,
+        warmup=args.warmup,
+        timeout_s=parse_duration(args.timeout, name="--timeout", default_unit="s"),
+        rank=args.rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        ifname=args.ifname,
+        cpu_repeats=0 if args.no_cpu else args.cpu_repeats,
+        sharing=not args.no_sharing,
+        ring_max=0 if args.no_ring else args.ring_max,
+        note=args.note,
+    )
+
+
+def measure_profile(
+    options: MeasureOptions, progress: Progress | None = None, say: Say | None = None
+) -> NetworkProfile:
+    """Measure a network profile with every effect ``options`` ask for (see the module).
+
+    ``progress(done, total)`` follows the ping-pong's sizes; ``say`` gets a line per later part.
+
+    Raises
+    ------
+    ConfigError
+        An option is out of range.
+    ProfilingError
+        A measurement failed (a rank died or hung, the fit failed).
+    """
+    from profilers.netprofile import doubling_sizes, measure_network
+
+    tell = say or (lambda _line: None)
+    profile = measure_network(
+        doubling_sizes(options.min_nbytes, options.max_nbytes),
+        repeats=options.repeats,
+        warmup=options.warmup,
+        master_addr=options.master_addr,
+        master_port=options.master_port,
+        rank=options.rank,
+        timeout_s=options.timeout_s,
+        progress=progress,
+        ifname=options.ifname,
+        cpu_repeats=options.cpu_repeats,
+    )
+    profile = dataclasses.replace(profile, method=_noted(profile.method, options.note))
+    if profile.transfer_cpu is not None:
+        cpu = profile.transfer_cpu
+        tell(f"transfer CPU {cpu.s_per_byte * 1e9:.3g} ns/B on {cpu.host_cpu_cores:g} cores")
+        profile = dataclasses.replace(
+            profile, transfer_cpu=dataclasses.replace(cpu, method=_noted(cpu.method, options.note))
+        )
+    if options.rank is not None:
+        return profile  # the rest would measure this host's loopback, not the link
+    if options.sharing:
+        seconds = min(options.sharing_seconds, 8 * SHARING_MAX_NBYTES / profile.bandwidth_bps)
+        sharing = flow_sharing_effect(
+            profile.bandwidth_bps,
+            seconds_per_flow=seconds,
+            repeats=options.sharing_repeats,
+            timeout_s=options.timeout_s,
+            note=options.note,
+            say=tell,
+        )
+        profile = dataclasses.replace(profile, flow_sharing=sharing)
+    if options.ring_max >= 2:
+        ring = ring_effect(
+            options.ring_max,
+            repeats=options.ring_repeats,
+            timeout_s=options.timeout_s,
+            note=options.note,
+            say=tell,
+        )
+        profile = dataclasses.replace(profile, ring_goodput=ring)
+    return profile
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _noted(method: str, note: str) -> str:
+    return f"{method}; {note}" if note else method
+
+
+def flow_sharing_effect(
+    rate_bps: float,
+    *,
+    shaped: bool = False,
+    seconds_per_flow: float = 0.1,
+    repeats: int = 3,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> FlowSharing | None:
+    """How unevenly concurrent flows share the link (:func:`profilers.link_sharing.
+    measure_link_sharing`): over loopback, flows sized by ``rate_bps``, or (``shaped``) on the
+    emulated cluster with node 0's link shaped to it. None (and ``say`` is told why) when the
+    flows did not behave as sharing one bottleneck."""
+    from profilers.link_sharing import measure_link_sharing
+
+    tell = say or (lambda _line: None)
+    report = measure_link_sharing(
+        rate_bps,
+        flows=(1, 2, 4),
+        seconds_per_flow=seconds_per_flow,
+        repeats=repeats,
+        timeout_s=timeout_s,
+        shaped=shaped,
+    )
+    implausible = report.implausible_ratios()
+    if implausible:
+        tell(
+            f"flow sharing not recorded: {implausible} of {len(report.share_ratios())} pairs of "
+            "flows did not share as on one bottleneck (a flow ended before it could have, or "
+            "starved; on loopback the flows compete for busy cores, not for a link); measure "
+            "on a quieter machine, or give --flow-weight-cv when predicting"
+        )
+        return None
+    where = f"a link shaped to {format_bandwidth(rate_bps)} (tc tbf)" if shaped else "loopback"
+    method = (
+        f"profilers.link_sharing over {where}: 1, 2 and 4 TCP flows of "
+        f"{report.trials[0].nbytes} B started together and pairs started half a flow apart, "
+        f"{repeats} of each per direction; cv of lognormal weights from the spread of "
+        "ln(share ratio) of the pairs"
+    )
+    sharing = FlowSharing(
+        report.weight_cv(),
+        pull_cv=report.weight_cv("out of"),
+        push_cv=report.weight_cv("into"),
+        fcfs_index=report.fcfs_index(),
+        method=_noted(method, note),
+        created_utc=_now(),
+    )
+    tell(f"flow weight cv {sharing.weight_cv:.3g}")
+    return sharing
+
+
+def ring_effect(
+    ring_max: int,
+    *,
+    link_rate_bps: float | None = None,
+    repeats: int = 5,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> RingGoodput:
+    """A gloo ring AllReduce's goodput for W = 2..``ring_max`` over loopback, or on the
+    emulated cluster with every node's link shaped to ``link_rate_bps``."""
+    from profilers.distributed.ring_goodput import measure_ring_goodput
+
+    tell = say or (lambda _line: None)
+    points = []
+    for workers in range(2, ring_max + 1):
+        ring = measure_ring_goodput(
+            RING_LAYER_NBYTES,
+            workers=workers,
+            link_rate_bps=link_rate_bps,
+            repeats=repeats,
+            timeout_s=timeout_s,
+        )
+        points.append((workers, ring.goodput_bps()))
+        tell(f"ring AllReduce W={workers}: {format_bandwidth(ring.goodput_bps())}")
+    where = (
+        "loopback"
+        if link_rate_bps is None
+        else f"every node's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
+    )
+    method = (
+        f"profilers.distributed.ring_goodput over {where}: gloo all_reduce of "
+        f"{len(RING_LAYER_NBYTES)} float32 buffers of {RING_LAYER_NBYTES[0]} B back to back, "
+        f"median of {repeats} after 2 warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
+    )
+    return RingGoodput(tuple(points), _noted(method, note), _now())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m profilers.netprofile``: the same as ``sgdsim network measure``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m profilers.netprofile",
+        description="Measure a network profile with torch.distributed (gloo): latency and "
+        "bandwidth fit, transfer CPU cost, flow sharing, ring goodput. Without --rank both "
+        "ranks run here over loopback.",
+    )
+    add_measure_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        progress = None if args.quiet else _print_progress
+        say = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+        profile = measure_profile(options_from_args(args), progress, say)
+        if args.out:
+            save_network_profile(profile, args.out, overwrite=args.force)
+    except SgdsimError as err:
+        print(f"netprofile: error: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(network_profile_table(profile))
+    return 0
+
+
+def _print_progress(done: int, total: int) -> None:
+    print(f"network: {done}/{total}", file=sys.stderr)

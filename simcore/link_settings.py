@@ -1,0 +1,213 @@
+"""The link a prediction uses, each value with where it came from (option, profile, default).
+
+A network profile (:mod:`simcore.network`) carries more than a bandwidth: a latency, how unevenly
+concurrent flows share the link, the transfers' CPU cost, a ring AllReduce's goodput per W.
+:class:`LinkSettings` holds the values a command settled on, each as a :class:`Sourced` value,
+applies them to a :class:`~simcore.sim.SimulationConfig` where they apply, and says in one line
+which effects were on and where each came from, e.g.::
+
+    link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv 0.26 (veth-1gbit), transfer CPU
+    38 ns/B on 2 cores (--comm-cpu)
+
+Pure: the command line (``simcore.cli.link_options``) and the validation build it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from simcore.errors import ConfigError
+from simcore.network_effects import RingGoodput
+from simcore.sim import SimulationConfig
+from simcore.units import format_bandwidth, format_seconds
+
+__all__ = ["DEFAULT_SOURCE", "LinkSettings", "Sourced"]
+
+T = TypeVar("T")
+DEFAULT_SOURCE = "default"
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A value and where it came from: an option as typed (``--comm-cpu``), a network profile
+    as named (``veth-1gbit``), a topology (``topology aws-p3.16xlarge``) or ``default``."""
+
+    value: T
+    source: str = DEFAULT_SOURCE
+
+    @property
+    def is_option(self) -> bool:
+        return self.source.startswith("--")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """The link of a prediction (units: bit/s, seconds, CPU seconds per byte, cores).
+
+    ``ring`` is the profile's ring AllReduce goodput per W, used as a ring's bandwidth when
+    ``bandwidth_bps`` came from that profile too. ``host_cpu_cores`` is the cores the transfers'
+    CPU cost competes on when ``--host-cores`` leaves them open. ``note`` says what the profile
+    lacks ("" when nothing or no profile).
+    """
+
+    bandwidth_bps: Sourced[float]
+    latency_s: Sourced[float] = Sourced(0.0)
+    flow_weight_cv: Sourced[float] = Sourced(0.0)
+    comm_cpu_s_per_byte: Sourced[float] = Sourced(0.0)
+    host_cpu_cores: Sourced[float | None] = Sourced(None)
+    ring: RingGoodput | None = None
+    profile: str | None = None
+    note: str = ""
+
+    def ring_bandwidth(self, workers: int) -> tuple[int, float] | None:
+        """The ring goodput ``(W measured, bit/s)`` for a ring of ``workers``, if it applies:
+        the profile measured one and the bandwidth is the profile's."""
+        if self.ring is None or self.bandwidth_bps.source != self.profile:
+            return None
+        return self.ring.nearest(workers)
+
+    def weights_apply(self, config: SimulationConfig) -> bool:
+        """Whether flow weights apply to ``config``: a parameter server's ``ps`` link."""
+        return config.arch == "ps" and config.policy_name == "ps"
+
+    def apply(self, config: SimulationConfig, *, strict: bool = True) -> SimulationConfig:
+        """``config`` with this link: bandwidth (a ring's measured goodput for a ring),
+        latency, flow weights where they apply, and the transfers' CPU cost (on the config's
+        ``host_cpu_cores``, else the profile's host's cores). ``strict=False`` (a search over
+        configurations): flow weights from an option are left out where they do not apply.
+
+        Raises
+        ------
+        ConfigError
+            ``--flow-weight-cv`` given for a link it does not apply to (``strict``), or
+            ``--comm-cpu`` without any host cores; naming the option.
+        """
+        changes: dict[str, Any] = {
+            "bandwidth_bps": self.bandwidth_bps.value,
+            "latency_s": self.latency_s.value,
+        }
+        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        if ring is not None:
+            changes["bandwidth_bps"] = ring[1]
+        cv = self.flow_weight_cv
+        if cv.value > 0 and self.weights_apply(config):
+            changes["flow_weight_cv"] = cv.value
+        elif cv.value > 0 and cv.is_option and strict:
+            raise ConfigError(
+                f"{cv.source}: flow weights apply to a parameter server's link with ps sharing, "
+                f"not arch {config.arch} with sharing {config.policy_name}"
+            )
+        cpu = self.comm_cpu_s_per_byte
+        if cpu.value > 0:
+            cores = config.host_cpu_cores
+            if cores is None:
+                cores = self.host_cpu_cores.value
+            if cores is None:
+                raise ConfigError(
+                    f"{cpu.source}: the transfers' CPU cost needs --host-cores (the cores on "
+                    "which it competes with the computation)"
+                )
+            changes.update(comm_cpu_s_per_byte=cpu.value, host_cpu_cores=cores)
+        return dataclasses.replace(config, **changes)
+
+    def describe(self, config: SimulationConfig) -> str:
+        """One line: the link ``config`` (as :meth:`apply` made it) uses, and where each value
+        came from; which effects were on, off, or not applicable."""
+        parts = [self._link_text(config), self._weights_text(config), self._cpu_text(config)]
+        return "link: " + ", ".join(parts)
+
+    def _link_text(self, config: SimulationConfig) -> str:
+        bandwidth, latency = self.bandwidth_bps, self.latency_s
+        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        if ring is not None:
+            rate = (
+                f"{format_bandwidth(ring[1])} ring AllReduce goodput measured at W={ring[0]}"
+                f" ({self.profile})"
+            )
+        else:
+            rate = f"{format_bandwidth(bandwidth.value)}"
+            if bandwidth.source != latency.source:
+                rate += f" ({bandwidth.source})"
+        return f"{rate} + {format_seconds(latency.value)} ({latency.source})"
+
+    def _weights_text(self, config: SimulationConfig) -> str:
+        cv = self.flow_weight_cv
+        if cv.value <= 0:
+            return "flow weight cv off" + _unless_default(cv)
+        text = f"flow weight cv {cv.value:.3g} ({cv.source})"
+        if not self.weights_apply(config):
+            text += f" not used: arch {config.arch}, sharing {config.policy_name}"
+        return text
+
+    def _cpu_text(self, config: SimulationConfig) -> str:
+        cpu = self.comm_cpu_s_per_byte
+        if cpu.value <= 0:
+            return "transfer CPU off" + _unless_default(cpu)
+        cores = config.host_cpu_cores
+        where = self.host_cpu_cores.source if cores == self.host_cpu_cores.value else "--host-cores"
+        return _cpu_phrase(cpu, cores, where)
+
+    def effects_on(self) -> dict[str, Sourced[float]]:
+        """The settings beyond a bandwidth that are on (non-zero), by their config name:
+        ``latency_s``, ``flow_weight_cv``, ``comm_cpu_s_per_byte``."""
+        named = {
+            "latency_s": self.latency_s,
+            "flow_weight_cv": self.flow_weight_cv,
+            "comm_cpu_s_per_byte": self.comm_cpu_s_per_byte,
+        }
+        return {key: value for key, value in named.items() if value.value > 0}
+
+    def effect_text(self, key: str) -> str:
+        """One effect of :meth:`effects_on` as text with its source, e.g. ``latency 33.5 us
+        (veth-1gbit)``."""
+        value = self.effects_on()[key]
+        if key == "latency_s":
+            shown = f"latency {format_seconds(value.value)}"
+        elif key == "flow_weight_cv":
+            shown = f"flow weight cv {value.value:.3g}"
+        else:
+            cores = self.host_cpu_cores
+            return _cpu_phrase(value, cores.value, cores.source)
+        return f"{shown} ({value.source})"
+
+    def to_dict(self, config: SimulationConfig) -> dict[str, Any]:
+        """The JSON form: every value with its source, what ``config`` used, and the note."""
+        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        return {
+            "bandwidth_bps": self.bandwidth_bps.to_dict(),
+            "latency_s": self.latency_s.to_dict(),
+            "flow_weight_cv": {
+                **self.flow_weight_cv.to_dict(),
+                "used": config.flow_weight_cv > 0,
+            },
+            "comm_cpu_s_per_byte": {
+                **self.comm_cpu_s_per_byte.to_dict(),
+                "used": config.comm_cpu_s_per_byte > 0,
+            },
+            "host_cpu_cores": self.host_cpu_cores.to_dict(),
+            "ring_bandwidth_bps": None
+            if ring is None
+            else {"value": ring[1], "workers_measured": ring[0], "source": self.profile},
+            "profile": self.profile,
+            "note": self.note,
+        }
+
+
+def _cpu_phrase(cost: Sourced[float], cores: float | None, cores_source: str) -> str:
+    """``transfer CPU 38 ns/B (--comm-cpu) on 2 cores (--host-cores)``, one source if both
+    came from the same place."""
+    ns = f"transfer CPU {cost.value * 1e9:.3g} ns/B"
+    if cores is None:
+        return f"{ns} ({cost.source})"
+    if cores_source == cost.source:
+        return f"{ns} on {cores:g} cores ({cost.source})"
+    return f"{ns} ({cost.source}) on {cores:g} cores ({cores_source})"
+
+
+def _unless_default(value: Sourced[float]) -> str:
+    return "" if value.source == DEFAULT_SOURCE else f" ({value.source})"

@@ -1,0 +1,197 @@
+"""What a network profile records beyond the one-flow fit: the link's measured effects.
+
+Schema version 2 of ``sgdsim.network`` (:mod:`simcore.network`) may carry three optional
+measurements, each with where it came from (``method``, ``created_utc``):
+
+- :class:`FlowSharing`: how unevenly concurrent flows share the link, as the simulator's
+  ``flow_weight_cv`` (lognormal per-transfer weights, SEMANTICS.md "Link sharing"), pooled over
+  both directions and, where measured, per direction: ``pull`` (the server sending, downlink) and
+  ``push`` (the server receiving, uplink);
+- :class:`TransferCpu`: the CPU time the two ends spend per byte moved, the simulator's
+  ``comm_cpu_s_per_byte``, and the cores of the host it was measured on (``host_cpu_cores``);
+- :class:`RingGoodput`: the goodput of a gloo ring AllReduce per number of ranks W, the rate the
+  ring's formula ``2(W-1)/W * bytes / time`` implies (below one flow's goodput).
+
+This module is pure: the dataclasses and their JSON forms, checked field by field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from simcore.errors import TraceError
+
+__all__ = [
+    "EFFECT_KEYS",
+    "FieldChecker",
+    "FlowSharing",
+    "RingGoodput",
+    "TransferCpu",
+    "effect_from_dict",
+    "effect_to_dict",
+]
+
+
+class FieldChecker:
+    """Carries the source name so that every error says which file and field it is about."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, problem: str) -> NoReturn:
+        raise TraceError(f"{self.source}: {where}: {problem}")
+
+    def number(
+        self, obj: Mapping[str, Any], key: str, where: str, rule: str, ok: Callable[[float], bool]
+    ) -> float:
+        """``obj[key]`` as a finite float accepted by ``ok``; ``rule`` says what ``ok`` wants."""
+        if key not in obj:
+            self.fail(where, f"missing required field '{key}'")
+        value = obj[key]
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (is_number and math.isfinite(value) and ok(float(value))):
+            self.fail(where, f"field '{key}' must be a finite number {rule}, got {value!r}")
+        return float(value)
+
+    def optional_number(
+        self, obj: Mapping[str, Any], key: str, where: str, rule: str, ok: Callable[[float], bool]
+    ) -> float | None:
+        """:meth:`number`, or None when ``key`` is absent or null."""
+        return None if obj.get(key) is None else self.number(obj, key, where, rule, ok)
+
+    def text(self, obj: Mapping[str, Any], key: str, where: str) -> str:
+        value = obj.get(key, "")
+        if not isinstance(value, str):
+            self.fail(where, f"field '{key}' must be a string, got {value!r}")
+        return value
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            self.fail(where, f"expected a JSON object, got {value!r}")
+        return value
+
+
+def positive(value: float) -> bool:
+    return value > 0
+
+
+def non_negative(value: float) -> bool:
+    return value >= 0
+
+
+@dataclass(frozen=True)
+class FlowSharing:
+    """How unevenly concurrent flows share the link: the simulator's ``flow_weight_cv``.
+
+    ``weight_cv`` pools both directions (the simulator has one value per link); ``pull_cv`` and
+    ``push_cv`` are the directions' own, when they were measured apart (None otherwise): pull is
+    the server sending (downlink), push the server receiving (uplink). ``fcfs_index`` (0: equal
+    sharing, 1: one flow after another; None if not measured) shows how far from processor
+    sharing the link is.
+    """
+
+    weight_cv: float
+    pull_cv: float | None = None
+    push_cv: float | None = None
+    fcfs_index: float | None = None
+    method: str = ""
+    created_utc: str = ""
+
+
+@dataclass(frozen=True)
+class TransferCpu:
+    """CPU time the two ends spend per byte moved (core-seconds per byte, each end counted per
+    byte it sends or receives) on a host of ``host_cpu_cores`` cores."""
+
+    s_per_byte: float
+    host_cpu_cores: float
+    method: str = ""
+    created_utc: str = ""
+
+
+@dataclass(frozen=True)
+class RingGoodput:
+    """A ring AllReduce's goodput per number of ranks: ``points`` are ``(workers, bit/s)``,
+    ascending in workers."""
+
+    points: tuple[tuple[int, float], ...]
+    method: str = ""
+    created_utc: str = ""
+
+    def nearest(self, workers: int) -> tuple[int, float]:
+        """The measured ``(W, bit/s)`` for ``workers``, else the nearest W measured (ties: the
+        larger W, whose ring has at least as many hops)."""
+        return min(self.points, key=lambda p: (abs(p[0] - workers), -p[0]))
+
+
+Effect = FlowSharing | TransferCpu | RingGoodput
+# The JSON key of each effect, in the order they are written; with what a note calls it.
+EFFECT_KEYS: dict[str, str] = {
+    "flow_sharing": "flow weight cv",
+    "transfer_cpu": "transfer CPU cost",
+    "ring_goodput": "ring AllReduce goodput",
+}
+
+
+def effect_to_dict(effect: Effect) -> dict[str, Any]:
+    """The JSON form of one effect (:func:`effect_from_dict` reads it back)."""
+    data: dict[str, Any]
+    if isinstance(effect, FlowSharing):
+        data = {"weight_cv": effect.weight_cv}
+        for key in ("pull_cv", "push_cv", "fcfs_index"):
+            if getattr(effect, key) is not None:
+                data[key] = getattr(effect, key)
+    elif isinstance(effect, TransferCpu):
+        data = {"s_per_byte": effect.s_per_byte, "host_cpu_cores": effect.host_cpu_cores}
+    else:
+        data = {"points": [{"workers": w, "goodput_bps": bps} for w, bps in effect.points]}
+    data["method"] = effect.method
+    data["created_utc"] = effect.created_utc
+    return data
+
+
+def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
+    """Validate the JSON form of the effect stored under ``key`` (one of :data:`EFFECT_KEYS`)."""
+    where = f"field '{key}'"
+    data = check.mapping(raw, where)
+    method, created = check.text(data, "method", where), check.text(data, "created_utc", where)
+    if key == "flow_sharing":
+        cv = "(a coefficient of variation) >= 0"
+        return FlowSharing(
+            check.number(data, "weight_cv", where, cv, non_negative),
+            check.optional_number(data, "pull_cv", where, cv, non_negative),
+            check.optional_number(data, "push_cv", where, cv, non_negative),
+            check.optional_number(data, "fcfs_index", where, "(about 0..1)", lambda v: True),
+            method,
+            created,
+        )
+    if key == "transfer_cpu":
+        return TransferCpu(
+            check.number(data, "s_per_byte", where, ">= 0 (CPU seconds per byte)", non_negative),
+            check.number(data, "host_cpu_cores", where, "> 0 (cores)", positive),
+            method,
+            created,
+        )
+    return RingGoodput(_ring_points(check, data, where), method, created)
+
+
+def _ring_points(
+    check: FieldChecker, data: Mapping[str, Any], where: str
+) -> tuple[tuple[int, float], ...]:
+    raw = data.get("points")
+    if not isinstance(raw, list) or not raw:
+        check.fail(where, f"field 'points' must be a non-empty list, got {raw!r}")
+    points: dict[int, float] = {}
+    for i, item in enumerate(raw):
+        at = f"{where}: points[{i}]"
+        point = check.mapping(item, at)
+        workers = point.get("workers")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
+            check.fail(at, f"field 'workers' must be an integer >= 2, got {workers!r}")
+        if workers in points:
+            check.fail(at, f"workers {workers} appears twice")
+        points[workers] = check.number(point, "goodput_bps", at, "> 0 (bits per second)", positive)
+    return tuple(sorted(points.items()))

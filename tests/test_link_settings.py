@@ -1,0 +1,295 @@
+"""A network profile's effects on the command line: option beats profile beats default, for every
+command; the values reach the simulator; and what a model cannot use is said, not dropped."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simcore.cli.main import main
+from simcore.link_settings import LinkSettings, Sourced
+from simcore.network import network_profile_to_dict
+from simcore.network_effects import EFFECT_KEYS, FlowSharing, RingGoodput, TransferCpu
+from simcore.network_io import load_network_profile, save_network_profile
+from simcore.sim import SimulationConfig
+
+RUN = ["--steps", "60", "--warmup", "10"]
+CV, S_PER_BYTE, CORES = 0.26, 38e-9, 2.0
+RING = ((2, 800e6), (4, 700e6))
+
+
+@pytest.fixture()
+def profile_path(tmp_path: Path) -> Path:
+    """veth-1gbit's fit with every effect measured: a version 2 profile."""
+    measured = dataclasses.replace(
+        load_network_profile("veth-1gbit"),
+        flow_sharing=FlowSharing(CV, method="test"),
+        transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
+        ring_goodput=RingGoodput(RING, method="test"),
+    )
+    return save_network_profile(measured, tmp_path / "full.json")
+
+
+def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["simulate", "cnn-b32", "--workers", "3", "--json", *RUN, *args]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+# --- simulate: every value from the option, else the profile, else the default -------------------
+
+
+@pytest.mark.parametrize(
+    ("config_key", "option", "value", "expected"),
+    [
+        ("bandwidth_bps", "--bandwidth", "2Gbps", 2e9),
+        ("latency_s", "--latency", "1ms", 1e-3),
+        ("flow_weight_cv", "--flow-weight-cv", "0.5", 0.5),
+        ("comm_cpu_s_per_byte", "--comm-cpu", "10", 10e-9),
+        ("host_cpu_cores", "--host-cores", "4", 4.0),
+    ],
+)
+def test_simulate_option_beats_profile_beats_default(
+    capsys: pytest.CaptureFixture[str],
+    profile_path: Path,
+    config_key: str,
+    option: str,
+    value: str,
+    expected: float,
+) -> None:
+    profile = load_network_profile(profile_path)
+    from_profile = {
+        "bandwidth_bps": profile.bandwidth_bps,
+        "latency_s": profile.latency_s,
+        "flow_weight_cv": CV,
+        "comm_cpu_s_per_byte": S_PER_BYTE,
+        "host_cpu_cores": CORES,
+    }
+    defaults = SimulationConfig(bandwidth_bps=10e9)
+    name = str(profile_path)
+    default = simulate_json(capsys)
+    assert default["config"][config_key] == getattr(defaults, config_key)
+    profiled = simulate_json(capsys, "--network", name)
+    assert profiled["config"][config_key] == pytest.approx(from_profile[config_key])
+    chosen = simulate_json(capsys, "--network", name, option, value)
+    assert chosen["config"][config_key] == pytest.approx(expected)
+    link_key = "host_cpu_cores" if config_key == "host_cpu_cores" else config_key
+    assert default["link"][link_key]["source"] == "default"
+    assert profiled["link"][link_key]["source"] == name
+    assert chosen["link"][link_key]["source"] == option
+
+
+def test_profile_flow_weights_change_an_async_run_reproducibly_and_are_named(
+    capsys: pytest.CaptureFixture[str], profile_path: Path
+) -> None:
+    args = ["simulate", "cnn-b32", "--workers", "4", *RUN, "--bandwidth", "100Mbps"]
+    runs = []
+    for extra in ([], ["--network", str(profile_path)], ["--network", str(profile_path)]):
+        assert main([*args, *extra, "--comm-cpu", "0", "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    plain, weighted, again = runs
+    assert weighted["config"]["flow_weight_cv"] == CV and plain["config"]["flow_weight_cv"] == 0
+    assert weighted["examples_per_s"] == again["examples_per_s"]  # same seed, same result
+    assert weighted["examples_per_s"] != plain["examples_per_s"]
+    assert main([*args, "--network", str(profile_path), "--comm-cpu", "0"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        f"link: 100 Mbit/s (--bandwidth) + 33.5 us ({profile_path}), "
+        f"flow weight cv 0.26 ({profile_path}), transfer CPU off (--comm-cpu)"
+    ) in text
+    assert "note:" not in text  # the profile carries everything
+
+
+def test_text_names_each_source(capsys: pytest.CaptureFixture[str], profile_path: Path) -> None:
+    assert (
+        main(["simulate", "cnn-b32", "--workers", "3", *RUN, "--network", str(profile_path)]) == 0
+    )
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line == (
+        f"link: 920 Mbit/s + 33.5 us ({profile_path}), flow weight cv 0.26 ({profile_path}), "
+        f"transfer CPU 38 ns/B on 2 cores ({profile_path})"
+    )
+
+
+def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = network_profile_to_dict(load_network_profile("veth-1gbit"))
+    v1 = {key: value for key, value in doc.items() if key not in EFFECT_KEYS}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({**v1, "schema_version": 1}))
+    assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == f"link: 920 Mbit/s + 33.5 us ({path}), flow weight cv off, transfer CPU off"
+    assert out[-1].startswith(
+        f"note: network profile {path} has no flow weight cv, transfer CPU cost, ring "
+        "AllReduce goodput, schema version 1"
+    )
+
+
+def test_shipped_testbed_profile_carries_every_effect(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = load_network_profile("veth-1gbit")
+    assert profile.lacks == () and profile.flow_sharing is not None
+    assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", "veth-1gbit"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith(
+        f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv "
+        f"{profile.flow_sharing.weight_cv:.3g} (veth-1gbit), transfer CPU "
+    )
+
+
+def test_flow_weights_from_a_profile_stay_off_where_they_do_not_apply(
+    capsys: pytest.CaptureFixture[str], profile_path: Path
+) -> None:
+    doc = simulate_json(capsys, "--network", str(profile_path), "--sharing", "fcfs")
+    assert doc["config"]["flow_weight_cv"] == 0
+    assert doc["link"]["flow_weight_cv"] == {
+        "value": CV,
+        "source": str(profile_path),
+        "used": False,
+    }
+    # Given explicitly for such a link, it is an error naming the option.
+    assert main(["simulate", "cnn-b32", *RUN, "--sharing", "fcfs", "--flow-weight-cv", "0.2"]) == 2
+    assert "--flow-weight-cv: flow weights apply to a parameter server's link with ps sharing" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(("workers", "measured_at"), [(2, 2), (3, 4), (8, 4)])
+def test_ring_uses_the_profile_goodput_of_the_nearest_w(
+    capsys: pytest.CaptureFixture[str], profile_path: Path, workers: int, measured_at: int
+) -> None:
+    args = ["--arch", "allreduce", "--mode", "sync", "--network", str(profile_path)]
+    doc = simulate_json(capsys, *args, "--workers", str(workers))
+    assert doc["config"]["bandwidth_bps"] == dict(RING)[measured_at]
+    assert doc["link"]["ring_bandwidth_bps"]["workers_measured"] == measured_at
+    # An explicit bandwidth wins over the ring's goodput too.
+    doc = simulate_json(capsys, *args, "--workers", str(workers), "--bandwidth", "1Gbps")
+    assert doc["config"]["bandwidth_bps"] == 1e9 and doc["link"]["ring_bandwidth_bps"] is None
+
+
+# --- timeline, analyze, advise, validate ---------------------------------------------------------
+
+
+def test_timeline_applies_the_profile_and_names_it(
+    capsys: pytest.CaptureFixture[str], profile_path: Path, tmp_path: Path
+) -> None:
+    chrome = tmp_path / "t.json"
+    args = ["timeline", "cnn-b32", "--workers", "2", "--steps", "6", "--chrome", str(chrome)]
+    assert main([*args, "--network", str(profile_path), "--host-cores", "3"]) == 0
+    err = capsys.readouterr().err
+    assert f"flow weight cv 0.26 ({profile_path})" in err
+    assert f"transfer CPU 38 ns/B ({profile_path}) on 3 cores (--host-cores)" in err
+
+
+def test_analyze_uses_the_bandwidth_and_says_what_it_cannot_model(
+    capsys: pytest.CaptureFixture[str], profile_path: Path
+) -> None:
+    args = ["analyze", "cnn-b32", "--workers", "2", "--network", str(profile_path)]
+    assert main([*args, "--flow-weight-cv", "0.4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == f"link: B 920 Mbit/s ({profile_path})"
+    assert out[-1].startswith("not modelled: the coarse models have no per-transfer latency")
+    assert (
+        f"latency 33.5 us ({profile_path}), flow weight cv 0.4 (--flow-weight-cv), transfer CPU "
+        f"38 ns/B on 2 cores ({profile_path})"
+    ) in out[-1]
+    assert main([*args, "--bandwidth", "1Gbps", "--json"]) == 0
+    link = json.loads(capsys.readouterr().out)["link"]
+    assert link["bandwidth_bps"] == {"value": 1e9, "source": "--bandwidth"}
+    assert set(link["not_modelled"]) == {"latency_s", "flow_weight_cv", "comm_cpu_s_per_byte"}
+
+
+def test_analyze_ring_column_uses_the_ring_goodput(
+    capsys: pytest.CaptureFixture[str], profile_path: Path
+) -> None:
+    args = ["analyze", "cnn-b32", "--workers", "2", "--mode", "sync", "--json"]
+    assert main([*args, "--bandwidth", "800Mbps"]) == 0
+    at_ring_rate = json.loads(capsys.readouterr().out)["rows"][0]["allreduce"]
+    assert main([*args, "--network", str(profile_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"][0]["allreduce"] == at_ring_rate  # 800 Mbit/s measured at W = 2
+    assert doc["rows"][0]["ps"] != at_ring_rate
+    assert doc["link"]["ring_bandwidth_bps"]["2"]["workers_measured"] == 2
+
+
+def test_advise_simulations_use_the_effects(
+    capsys: pytest.CaptureFixture[str], profile_path: Path
+) -> None:
+    args = ["advise", "cnn-b32", "--machines", "3", "--steps", "30", "--confirm", "1", "--json"]
+    assert main([*args, "--network", str(profile_path), "--comm-cpu", "5"]) == 0
+    link = json.loads(capsys.readouterr().out)["link"]
+    assert link["bandwidth_bps"]["source"] == str(profile_path)
+    assert link["simulated_effects"]["flow_weight_cv"] == {"value": CV, "source": str(profile_path)}
+    assert link["simulated_effects"]["comm_cpu_s_per_byte"] == {
+        "value": 5e-9,
+        "source": "--comm-cpu",
+    }
+    assert link["ring_goodput_used"] is True
+
+
+def test_settings_apply_only_where_they_apply() -> None:
+    settings = LinkSettings(
+        Sourced(1e9, "p"),
+        flow_weight_cv=Sourced(0.3, "p"),
+        comm_cpu_s_per_byte=Sourced(1e-8, "p"),
+        host_cpu_cores=Sourced(2.0, "p"),
+        ring=RingGoodput(RING),
+        profile="p",
+    )
+    ps = settings.apply(SimulationConfig(bandwidth_bps=1.0, workers=2))
+    assert (ps.bandwidth_bps, ps.flow_weight_cv, ps.host_cpu_cores) == (1e9, 0.3, 2.0)
+    ring = settings.apply(SimulationConfig(bandwidth_bps=1.0, arch="allreduce", mode="sync"))
+    assert (ring.bandwidth_bps, ring.flow_weight_cv) == (800e6, 0.0)
+    own_cores = settings.apply(SimulationConfig(bandwidth_bps=1.0, host_cpu_cores=8.0))
+    assert own_cores.host_cpu_cores == 8.0 and own_cores.comm_cpu_s_per_byte == 1e-8
+
+
+def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
+    capsys: pytest.CaptureFixture[str], profile_path: Path, tmp_path: Path
+) -> None:
+    from test_validation_measurements import measurements
+
+    from profilers.distributed.measurements import save_measurements
+
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    args = ["validate", "--from-runs", str(runs), "--quiet", "--json"]
+    assert main(args) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert "flow weight cv 0.112 (measured)" in measured["link"]
+    assert "(measured one flow)" in measured["link"]
+    assert main([*args, "--network", str(profile_path), "--flow-weight-cv", "0.5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bandwidth_bps"] == load_network_profile(profile_path).bandwidth_bps
+    assert doc["flow_weight_cv"] == 0.5
+    assert doc["link"] == (
+        f"link: 920 Mbit/s ({profile_path}) + 33.5 us ({profile_path}), ring AllReduce goodput "
+        f"per W ({profile_path}), flow weight cv 0.5 (--flow-weight-cv), transfer CPU 38 ns/B "
+        f"({profile_path})"
+    )
+
+
+def test_validate_saves_what_it_measured_as_a_profile_the_others_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from test_validation_measurements import measurements
+
+    from profilers.distributed.measurements import save_measurements
+
+    measured = measurements()
+    assert measured.sharing is not None and measured.ring is not None
+    runs = save_measurements(measured, tmp_path / "runs.json.gz")
+    saved = tmp_path / "measured-link.json"
+    args = ["validate", "--from-runs", str(runs), "--quiet", "--save-network", str(saved)]
+    assert main(args) == 0
+    capsys.readouterr()
+    profile = load_network_profile(saved)
+    assert profile.lacks == ()
+    assert profile.bandwidth_bps == measured.sharing.goodput_bps()
+    assert profile.flow_sharing is not None and profile.ring_goodput is not None
+    assert profile.flow_sharing.weight_cv == measured.sharing.weight_cv()
+    assert profile.ring_goodput.points == ((2, measured.ring.goodput_bps()),)
+    assert main([*args]) == 2  # it is not overwritten without --force
+    assert "already exists" in capsys.readouterr().err
