@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
     bandwidth_bps, latency_s, where = _link(args)
     trace = load_trace(args.trace)
-    progress = Progress("simulate", enabled=not args.quiet)
+    progress = Progress("simulate", "worker-steps", enabled=not (args.quiet or args.json))
     try:
         advice = advise(
             trace,

@@ -64,7 +64,7 @@ def run_measure(args: argparse.Namespace) -> int:
         master_port=args.master_port,
         rank=args.rank,
         timeout_s=parse_duration(args.timeout, name="--timeout", default_unit="s"),
-        progress=Progress("network", enabled=not args.quiet),
+        progress=Progress("network", "message sizes", enabled=not args.quiet),
         ifname=args.ifname,
     )
     if args.out:

@@ -23,6 +23,7 @@ from simcore.cli.host_options import (
     workers_text,
 )
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.machine import available_memory_bytes
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
@@ -30,6 +31,7 @@ from simcore.files import refuse_existing
 from simcore.network import NetworkProfile
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.preflight import check_memory
 from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -271,12 +273,23 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
+    available = available_memory_bytes()
     for config in configs:
         validate(traces, config)
+        if available is not None:  # refuse what this machine cannot hold, before it starts
+            try:
+                check_memory(traces, config, available)
+            except ConfigError as err:
+                raise _as_option_error(err) from err
     total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
-    progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
+    progress = Progress(
+        "simulate",
+        "worker-steps",
+        enabled=not (args.quiet or args.json) and work >= PROGRESS_MIN_OPS,
+    )
+    progress(0, total)  # on a terminal, the line shows before the first workers are built
     results = []
     done = 0
     for config in configs:
