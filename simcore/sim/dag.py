@@ -98,15 +98,25 @@ class CompiledDag:
         table = np.where(self.scalable, self.durations / speed, self.durations)
         rows = table.min(axis=0, keepdims=True) if per_op else table
         transfer = np.asarray(self.bits) / bandwidth_bps
-        return [max(self._tails(row + transfer), default=0.0) for row in rows]
+        order = _topological(self.dependents, self.ndeps)  # once for every profiled step
+        return [max(self._tails(row + transfer, order), default=0.0) for row in rows]
 
-    def _tails(self, cost: np.ndarray) -> list[float]:
-        """Per op, the longest path from its start to the end of the step, op costs ``cost``."""
-        order = _topological(self.dependents, self.ndeps)
+    def _tails(self, cost: np.ndarray, order: Sequence[int] | None = None) -> list[float]:
+        """Per op, the longest path from its start to the end of the step, op costs ``cost``.
+
+        ``order`` is a topological order of the ops (computed when not given).
+        """
+        if order is None:
+            order = _topological(self.dependents, self.ndeps)
+        costs: list[float] = cost.tolist()
+        dependents = self.dependents
         tail = [0.0] * self.n_ops
         for op in reversed(order):
-            after = max((tail[d] for d in self.dependents[op]), default=0.0)
-            tail[op] = float(cost[op]) + after
+            after = 0.0
+            for d in dependents[op]:
+                if tail[d] > after:
+                    after = tail[d]
+            tail[op] = costs[op] + after
         return tail
 
 
@@ -167,7 +177,8 @@ def _strict_phase_deps(trace: Trace) -> dict[str, tuple[str, ...]]:
             has_compute_dependent.update(before)
             if not before:
                 extra[op.id] = pulls
-    sinks = tuple(op.id for op in trace.ops if op.id in compute - has_compute_dependent)
+    last = compute - has_compute_dependent  # once: inside the loop it made this quadratic
+    sinks = tuple(op.id for op in trace.ops if op.id in last)
     for op in trace.ops:
         if op.resource is Resource.UPLINK:
             extra[op.id] = sinks
