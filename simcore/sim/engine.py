@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Generator, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 import simpy
 
 from simcore.errors import SgdsimError
+from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import CompiledDag
 from simcore.sim.flow_weights import lognormal_weights
@@ -86,26 +86,6 @@ def batch_boundaries(steps: int, warmup: int, batches: int) -> tuple[int, ...]:
     measured = steps - warmup
     b = min(batches, measured)
     return tuple(sorted({warmup - 1 + round(j * measured / b) for j in range(b + 1)}))
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC's automatic collections while the body runs, then restore them.
-
-    A run allocates several objects per op, and automatic collections every few hundred of them
-    took a growing share of large runs (cnn-b8, W = 16,000: 18 s of CPU against 12.7 s without,
-    W = 4,000: 3.2 against 2.5). The engine makes no reference cycles per op or step (a run leaves
-    the same 14 cyclic objects however long it is), and :meth:`Engine._checkpoint` still collects
-    the young generations every 1% of the run, so memory stays bounded even with a sharing policy
-    that makes cycles.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Engine:
@@ -431,7 +411,11 @@ class Engine:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        """Every 1% of the run or CHECKPOINT_STEPS: report progress, collect young garbage."""
+        """Every 1% of the run or CHECKPOINT_STEPS: report progress, collect young garbage.
+
+        The run pauses automatic collections (see :mod:`simcore.gc_pause`); collecting the
+        young generations here keeps memory bounded even with a policy that makes cycles.
+        """
         gc.collect(1)
         if self.progress is not None:
             self.progress(self._progress_offset + self._steps_done, self._progress_total)
@@ -459,7 +443,7 @@ class Engine:
                 self.env.process(self._async_worker(w))
         else:
             self.env.process(self._sync_driver())
-        with _gc_paused():
+        with gc_paused():  # see _checkpoint: young garbage is still collected
             self.env.run()
         if (
             self._window_end is None

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from simcore.errors import TraceError
+from simcore.gc_pause import gc_paused
 from simcore.trace.model import (
     KIND_RESOURCES,
     SCHEMA_NAME,
@@ -91,7 +92,11 @@ def trace_from_dict(data: Any, source: str = "<memory>") -> Trace:
     ------
     TraceError : naming the source, the op or field, the value and what is expected.
     """
-    ctx = _Ctx(source)
+    with gc_paused():  # it allocates an object or more per op and field, and keeps them
+        return _trace_from_dict(_Ctx(source), data)
+
+
+def _trace_from_dict(ctx: _Ctx, data: Any) -> Trace:
     if not isinstance(data, Mapping):
         ctx.fail("top level", f"expected a JSON object, got {type(data).__name__}")
     schema = data.get("schema", SCHEMA_NAME)
@@ -116,7 +121,7 @@ def trace_from_dict(data: Any, source: str = "<memory>") -> Trace:
         ops=ops,
         steps=steps,
         schema_version=version,
-        source=source,
+        source=ctx.source,
     )
 
 
