@@ -107,20 +107,21 @@ class Engine:
         self.policy = policy
         self.dags = dags
         self.worker_dag = worker_dag
-        streams = seed.spawn(config.workers + 1)
-        self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
-        self.sched_rng = np.random.default_rng(streams[-1])
-        # spawned after the streams above, so that adding it changed none of them
-        self._link_rng = np.random.default_rng(seed.spawn(1)[0])
-        self.recorder = Recorder() if config.timeline else None
-        self.links = self._make_links()
-        self.host_cpus = self._make_host_cpus()
-        # One table per (DAG, speed), shared by the workers that have them: a table per worker
-        # made memory grow with W times the trace (36 KB per worker for a 43-op trace).
-        tables: dict[tuple[int, float], list[list[float]]] = {}
-        self._rows = [self._worker_rows(w, tables) for w in range(config.workers)]
-        self._computation = [dags[d].computation for d in worker_dag]
-        self.workers = [self._make_worker(w) for w in range(config.workers)]
+        with gc_paused():  # W workers' state: several objects per worker and op, all kept
+            streams = seed.spawn(config.workers + 1)
+            self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
+            self.sched_rng = np.random.default_rng(streams[-1])
+            # spawned after the streams above, so that adding it changed none of them
+            self._link_rng = np.random.default_rng(seed.spawn(1)[0])
+            self.recorder = Recorder() if config.timeline else None
+            self.links = self._make_links()
+            self.host_cpus = self._make_host_cpus()
+            # One table per (DAG, speed), shared by the workers that have them: a table per worker
+            # made memory grow with W times the trace (36 KB per worker for a 43-op trace).
+            tables: dict[tuple[int, float], list[list[float]]] = {}
+            self._rows = [self._worker_rows(w, tables) for w in range(config.workers)]
+            self._computation = [dags[d].computation for d in worker_dag]
+            self.workers = [self._make_worker(w) for w in range(config.workers)]
         self.boundaries = batch_boundaries(config.steps, config.warmup_steps, config.batches)
         self._boundary_col = {b: j for j, b in enumerate(self.boundaries)}
         n_w = config.workers
