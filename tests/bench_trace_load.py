@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.trace_cmd import format_summary
 from simcore.sim import SimulationConfig, simulate
 from simcore.sim.dag import compile_trace
 from simcore.trace.io import load_trace
@@ -140,27 +141,41 @@ def print_wide(folder: Path, branches: int) -> None:
     print(f"{'wide':<6} {row}", flush=True)
 
 
+class _Timer:
+    """Wall and CPU seconds of a ``with`` block, as text."""
+
+    def __enter__(self) -> _Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+    def __str__(self) -> str:
+        return f"{self.wall:.3f} s wall, {self.cpu:.3f} s CPU"
+
+
 def print_rest(trace: Trace, steps: int) -> None:
     """Summary, compilation and a short simulation of ``trace``."""
     n = len(trace.ops)
-    start = time.perf_counter()
-    summarize(trace)
-    print(f"summary (trace show) of {n} ops: {time.perf_counter() - start:.3f} s", flush=True)
+    with _Timer() as timer:
+        format_summary(trace, summarize(trace), 10)
+    print(f"summary (trace show) of {n} ops: {timer}", flush=True)
     config = SimulationConfig(
         workers=1, bandwidth_bps=BANDWIDTH_BPS, steps=steps, warmup_steps=0, batches=2
     )
-    start = time.perf_counter()
-    compile_trace(trace, config)
-    print(f"compile for the simulator: {time.perf_counter() - start:.3f} s", flush=True)
+    with _Timer() as timer:
+        compile_trace(trace, config)
+    print(f"compile for the simulator: {timer}", flush=True)
     for workers in (1, 2):
         config = SimulationConfig(
             workers=workers, bandwidth_bps=BANDWIDTH_BPS, steps=steps, warmup_steps=0, batches=2
         )
-        start = time.perf_counter()
-        result = simulate(trace, config)
-        wall = time.perf_counter() - start
+        with _Timer() as timer:
+            result = simulate(trace, config)
         print(
-            f"simulate W={workers}, {steps} steps: {wall:.2f} s in all "
+            f"simulate W={workers}, {steps} steps: {timer} in all "
             f"({result.simulated_ops:,} ops, engine {result.ops_per_wall_s:,.0f} ops/s), "
             f"step {result.mean_step_s:.4f} s",
             flush=True,
