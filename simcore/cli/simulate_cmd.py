@@ -273,14 +273,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
-    available = available_memory_bytes()
     for config in configs:
         validate(traces, config)
-        if available is not None:  # refuse what this machine cannot hold, before it starts
-            try:
-                check_memory(traces, config, available)
-            except ConfigError as err:
-                raise _as_option_error(err) from err
+    available = available_memory_bytes()
+    if available is not None:  # refuse what this machine cannot hold, before anything runs
+        try:  # memory grows with W alone between the configs of a sweep
+            check_memory(traces, max(configs, key=lambda c: c.workers), available)
+        except ConfigError as err:
+            raise _as_option_error(err) from err
     total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
