@@ -215,7 +215,7 @@ def _parse_op(
         allowed = ", ".join(sorted(r.value for r in KIND_RESOURCES[kind]))
         ctx.fail(where, f"a {kind.value!r} op must use resource {allowed}, not {resource.value!r}")
     layer = raw.get("layer")
-    if layer is not None and layer not in layer_names:
+    if layer is not None and (not isinstance(layer, str) or layer not in layer_names):
         ctx.fail(where, f"field 'layer' names {layer!r}, which is not in 'layers'")
     nbytes = raw.get("nbytes")
     if resource.is_network:
