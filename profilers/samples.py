@@ -44,7 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = f"{model}-b{batch}"
             target = refuse_existing(args.out / f"{name}.json", args.force)
             trace = profile_model(
-                model, batch_size=batch, steps=STEPS, warmup=WARMUP, progress=Progress(name)
+                model,
+                batch_size=batch,
+                steps=STEPS,
+                warmup=WARMUP,
+                progress=Progress(name, "steps"),
             )
             path = save_trace(trace, target, overwrite=args.force)
             print(f"{path}: {path.stat().st_size / 1024:.0f} KiB")

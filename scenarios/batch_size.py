@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
         f"{', '.join(str(t.metadata.batch_size) for _, t in traces)}; {label}, {overlap}; one "
         f"PS, link {link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(traces) * len(args.workers), 0
     curves = []
     for name, trace in traces:

@@ -485,10 +485,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
         print(f"{model}; one PS; {args.steps} steps/worker, {args.warmup} warm-up")
-        mix = run_mix(trace, base, args, Progress("(a) mixes", enabled=not args.quiet))
+        mix = run_mix(
+            trace, base, args, Progress("(a) mixes", "simulations", enabled=not args.quiet)
+        )
         mix_tab = mix_table(mix, args.slow_speed)
         print(f"\n{mix_tab.text()}\n{mix_finding(mix, args.slow_speed)}")
-        caps = run_caps(trace, base, args, Progress("(b) caps", enabled=not args.quiet))
+        caps = run_caps(
+            trace, base, args, Progress("(b) caps", "simulations", enabled=not args.quiet)
+        )
         cap_label = format_bandwidth(args.flow_cap_bps)
         fast_label = format_bandwidth(args.fast_bandwidth_bps)
         caps_tab = caps_table(caps, cap_label)

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
         f"{trace.param_nbytes / 2**20:.1f} MiB; one PS, link {link}, processor sharing; "
         f"Async-SGD, {args.steps} steps/worker, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total = len(ORDERINGS) * sum(args.workers)
     done = 0
     rows = []

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str]:
         f"{host_type.summary().split(', ', 1)[1]}; overlap {args.overlap}; "
         f"{args.steps} steps/host, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(ARCHITECTURES) * len(args.workers) * 2, 0
     tables = []
     for arch in ARCHITECTURES:

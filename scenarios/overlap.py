@@ -139,7 +139,7 @@ def run(
         f"{compute_ms(trace):.1f} ms of computation per step; one PS, link {link}, processor "
         f"sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(MODES) * len(OVERLAPS) * len(args.workers), 0
     curves = []
     for label, mode in MODES:

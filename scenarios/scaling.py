@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
         f"{'processor sharing' if args.sharing == 'ps' else 'FCFS'}; "
         f"{args.steps} steps/worker, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(ARCHITECTURES) * len(args.workers), 0
     curves = []
     for arch in ARCHITECTURES:

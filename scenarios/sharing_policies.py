@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> tuple[list[Point], str]:
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; {mode}, one PS, {link_label}"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     points = []
     for done, w in enumerate(args.workers, start=1):
         sim, rho = simulate_point(trace, base, w)

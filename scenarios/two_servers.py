@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> tuple[list[Curve], Table, str, str]:
         f"{sum(1 for la in trace.layers if la.param_nbytes)} layers; each server's link "
         f"{link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
-    progress = Progress("simulating", enabled=not args.quiet)
+    progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(MODES) * len(options) * len(args.workers), 0
     curves = []
     for _, mode in MODES:

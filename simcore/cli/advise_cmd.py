@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     bandwidth_bps, latency_s = link.bandwidth_bps.value, link.latency_s.value
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
-    progress = Progress("simulate", enabled=not args.quiet)
+    progress = Progress("simulate", "worker-steps", enabled=not (args.quiet or args.json))
     try:
         advice = advise(
             trace,

@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 def run_measure(args: argparse.Namespace) -> int:
     profile = measure_profile(
         options_from_args(args),
-        progress=Progress("network", enabled=not args.quiet),
+        progress=Progress("network", "message sizes", enabled=not args.quiet),
         say=None if args.quiet else lambda line: print(line, file=sys.stderr),
     )
     if args.out:

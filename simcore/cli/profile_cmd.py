@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         num_classes=args.num_classes,
         model_name=name,
         seed=args.seed,
-        progress=Progress(f"profiling {name}", enabled=not args.quiet),
+        progress=Progress(f"profiling {name}", "steps", enabled=not args.quiet),
     )
     path = save_trace(trace, out, overwrite=args.force)
     summary = summarize(trace)

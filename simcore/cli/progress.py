@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from simcore.report.progress import Progress
+from simcore.report.progress import REDRAW_S, Progress, duration_text, progress_line
 
-__all__ = ["Progress"]
+__all__ = ["REDRAW_S", "Progress", "duration_text", "progress_line"]

@@ -28,6 +28,7 @@ from simcore.cli.link_options import (
     add_effect_options,
     link_settings,
 )
+from simcore.cli.machine import available_memory_bytes
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
     add_replications_options,
@@ -42,6 +43,7 @@ from simcore.files import refuse_existing
 from simcore.link_settings import LinkSettings
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.preflight import check_memory
 from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -281,10 +283,21 @@ def run(args: argparse.Namespace) -> int:
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
         validate(traces, config)
+    available = available_memory_bytes()
+    if available is not None:  # refuse what this machine cannot hold, before anything runs
+        try:  # memory grows with W alone between the configs of a sweep
+            check_memory(traces, max(configs, key=lambda c: c.workers), available)
+        except ConfigError as err:
+            raise _as_option_error(err) from err
     total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
-    progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
+    progress = Progress(
+        "simulate",
+        "worker-steps",
+        enabled=not (args.quiet or args.json) and work >= PROGRESS_MIN_OPS,
+    )
+    progress(0, total)  # on a terminal, the line shows before the first workers are built
     results = []
     done = 0
     for config in configs:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcore.errors import ConfigError
+from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
 from simcore.trace.model import Op, OpKind, Resource, Trace
 
@@ -100,15 +101,25 @@ class CompiledDag:
         table = np.where(self.scalable, self.durations / speed, self.durations)
         rows = table.min(axis=0, keepdims=True) if per_op else table
         transfer = np.asarray(self.bits) / bandwidth_bps
-        return [max(self._tails(row + transfer), default=0.0) for row in rows]
+        order = _topological(self.dependents, self.ndeps)  # once for every profiled step
+        return [max(self._tails(row + transfer, order), default=0.0) for row in rows]
 
-    def _tails(self, cost: np.ndarray) -> list[float]:
-        """Per op, the longest path from its start to the end of the step, op costs ``cost``."""
-        order = _topological(self.dependents, self.ndeps)
+    def _tails(self, cost: np.ndarray, order: Sequence[int] | None = None) -> list[float]:
+        """Per op, the longest path from its start to the end of the step, op costs ``cost``.
+
+        ``order`` is a topological order of the ops (computed when not given).
+        """
+        if order is None:
+            order = _topological(self.dependents, self.ndeps)
+        costs: list[float] = cost.tolist()
+        dependents = self.dependents
         tail = [0.0] * self.n_ops
         for op in reversed(order):
-            after = max((tail[d] for d in self.dependents[op]), default=0.0)
-            tail[op] = float(cost[op]) + after
+            after = 0.0
+            for d in dependents[op]:
+                if tail[d] > after:
+                    after = tail[d]
+            tail[op] = costs[op] + after
         return tail
 
 
@@ -169,7 +180,8 @@ def _strict_phase_deps(trace: Trace) -> dict[str, tuple[str, ...]]:
             has_compute_dependent.update(before)
             if not before:
                 extra[op.id] = pulls
-    sinks = tuple(op.id for op in trace.ops if op.id in compute - has_compute_dependent)
+    last = compute - has_compute_dependent  # once: inside the loop it made this quadratic
+    sinks = tuple(op.id for op in trace.ops if op.id in last)
     for op in trace.ops:
         if op.resource is Resource.UPLINK:
             extra[op.id] = sinks
@@ -189,56 +201,68 @@ class _Node:
 
 
 def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
-    """Compile ``trace`` for ``config`` (see the module docstring)."""
+    """Compile ``trace`` for ``config`` (see the module docstring).
+
+    Takes time linear in the number of ops and dependencies.
+    """
+    with gc_paused():  # several objects per op, all kept
+        return _compile(trace, config)
+
+
+def _compile(trace: Trace, config: SimulationConfig) -> CompiledDag:
     nodes, alias = _transform(trace, config)
     index = {node.op_id: i for i, node in enumerate(nodes)}
-    slot_index: dict[SlotSpec, int] = {}
-    slot_of = []
-    for node in nodes:
-        spec = SlotSpec(node.resource, node.server)
-        slot_of.append(slot_index.setdefault(spec, len(slot_index)))
+    slot_index: dict[tuple[str, int], int] = {}
+    slot_of = [slot_index.setdefault((n.resource, n.server), len(slot_index)) for n in nodes]
     dependents: list[list[int]] = [[] for _ in nodes]
     ndeps = []
     for i, node in enumerate(nodes):
         # Trace ops wait for the last op inserted after each transfer they depend on; inserted ops
         # (source < 0) name their predecessor directly.
         names = node.deps if node.source < 0 else [alias.get(d, d) for d in node.deps]
-        deps = sorted({index[d] for d in names})
+        deps = {index[d] for d in names}
         ndeps.append(len(deps))
         for d in deps:
-            dependents[d].append(i)
+            dependents[d].append(i)  # in increasing i: each list ends up sorted
     if config.overlap == "none" and len(_topological(dependents, ndeps)) < len(nodes):
         raise ConfigError(
             f"overlap: 'none' (strict phases) does not fit trace {trace.source}: some pull "
             "depends on computation, or some computation on a push; use overlap='layerwise'"
         )
-    raw = np.array(
-        [[np.nan if d is None else d for d in step.duration_s] for step in trace.steps], float
-    ).reshape(len(trace.steps), len(trace.ops))
-    durations = np.zeros((len(trace.steps), len(nodes)))
-    for i, node in enumerate(nodes):
-        if node.source >= 0 and node.resource not in (Resource.DOWNLINK, Resource.UPLINK):
-            durations[:, i] = raw[:, node.source]
-        else:
-            durations[:, i] = node.constant_s
+    resources = [n.resource for n in nodes]
     return CompiledDag(
         op_ids=tuple(n.op_id for n in nodes),
         kinds=tuple(n.kind for n in nodes),
         slot_of=tuple(slot_of),
-        slots=tuple(slot_index),
-        dependents=tuple(tuple(sorted(d)) for d in dependents),
+        slots=tuple(SlotSpec(resource, server) for resource, server in slot_index),
+        dependents=tuple(tuple(d) for d in dependents),
         ndeps=tuple(ndeps),
         roots=tuple(i for i, n in enumerate(ndeps) if n == 0),
         bits=tuple(n.bits for n in nodes),
-        durations=durations,
+        durations=_durations(trace, nodes),
         scalable=np.array(
-            [n.resource == Resource.WORKER.value and n.source >= 0 for n in nodes], dtype=bool
+            [r == _WORKER and n.source >= 0 for r, n in zip(resources, nodes, strict=True)],
+            dtype=bool,
         ),
-        computation=np.array(
-            [n.resource in (Resource.WORKER.value, Resource.PS.value) for n in nodes], dtype=bool
-        ),
+        computation=np.array([r in (_WORKER, _PS) for r in resources], dtype=bool),
         batch_size=trace.metadata.batch_size * config.devices_per_host,
     )
+
+
+_WORKER, _PS = Resource.WORKER.value, Resource.PS.value
+_NETWORK = (Resource.DOWNLINK.value, Resource.UPLINK.value)
+
+
+def _durations(trace: Trace, nodes: Sequence[_Node]) -> np.ndarray:
+    """(profiled steps, nodes) seconds: a trace op's measured durations, 0 for its transfers
+    (their time comes from the link), an inserted op's constant."""
+    raw = np.array(
+        [[np.nan if d is None else d for d in step.duration_s] for step in trace.steps], float
+    ).reshape(len(trace.steps), len(trace.ops))
+    measured = np.array([n.source >= 0 and n.resource not in _NETWORK for n in nodes], bool)
+    source = np.array([max(n.source, 0) for n in nodes], dtype=np.intp)
+    constant = np.array([n.constant_s for n in nodes], dtype=float)
+    return np.where(measured, raw[:, source], constant)
 
 
 def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dict[str, str]]:

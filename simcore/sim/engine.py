@@ -19,6 +19,7 @@ Step semantics (TPDS'22 Alg. 1, ICPE'20 Alg. 3.1):
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import numpy as np
 import simpy
 
 from simcore.errors import SgdsimError
+from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import CompiledDag, ring_latency_s
 from simcore.sim.flow_weights import lognormal_weights
@@ -52,6 +54,8 @@ from simcore.sim.streams import StreamContext, make_stream_scheduler, random_ran
 from simcore.trace.model import Resource
 
 ProgressCallback = Callable[[int, int], None]
+#: Worker-steps between two progress reports (and young-garbage collections) at most.
+CHECKPOINT_STEPS = 2000
 
 
 class SimulationError(SgdsimError, RuntimeError):
@@ -104,17 +108,21 @@ class Engine:
         self.policy = policy
         self.dags = dags
         self.worker_dag = worker_dag
-        streams = seed.spawn(config.workers + 1)
-        self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
-        self.sched_rng = np.random.default_rng(streams[-1])
-        # spawned after the streams above, so that adding it changed none of them
-        self._link_rng = np.random.default_rng(seed.spawn(1)[0])
-        self.recorder = Recorder() if config.timeline else None
-        self.links = self._make_links()
-        self.host_cpus = self._make_host_cpus()
-        self._rows = [self._worker_rows(w) for w in range(config.workers)]
-        self._computation = [dags[d].computation for d in worker_dag]
-        self.workers = [self._make_worker(w) for w in range(config.workers)]
+        with gc_paused():  # W workers' state: several objects per worker and op, all kept
+            streams = seed.spawn(config.workers + 1)
+            self.rngs = [np.random.default_rng(s) for s in streams[: config.workers]]
+            self.sched_rng = np.random.default_rng(streams[-1])
+            # spawned after the streams above, so that adding it changed none of them
+            self._link_rng = np.random.default_rng(seed.spawn(1)[0])
+            self.recorder = Recorder() if config.timeline else None
+            self.links = self._make_links()
+            self.host_cpus = self._make_host_cpus()
+            # One table per (DAG, speed), shared by the workers that have them: a table per worker
+            # made memory grow with W times the trace (36 KB per worker for a 43-op trace).
+            tables: dict[tuple[int, float], list[list[float]]] = {}
+            self._rows = [self._worker_rows(w, tables) for w in range(config.workers)]
+            self._computation = [dags[d].computation for d in worker_dag]
+            self.workers = [self._make_worker(w) for w in range(config.workers)]
         self.boundaries = batch_boundaries(config.steps, config.warmup_steps, config.batches)
         self._boundary_col = {b: j for j, b in enumerate(self.boundaries)}
         n_w = config.workers
@@ -134,7 +142,10 @@ class Engine:
         self._progress_offset = progress_offset
         self._progress_total = progress_total
         self._steps_done = 0
-        self._progress_every = max(1, (config.workers * config.steps) // 100)
+        # 1% of the run, but at least every CHECKPOINT_STEPS worker-steps, so that the progress
+        # of a long run moves (and its rate and time left are known) within seconds.
+        total = config.workers * config.steps
+        self._progress_every = max(1, min(total // 100, CHECKPOINT_STEPS))
 
     # ----------------------------------------------------------------- construction
     def _caps(self) -> list[float]:
@@ -260,14 +271,22 @@ class Engine:
                 assert isinstance(cpu, RateLink)
                 cpu.refresh()
 
-    def _worker_rows(self, w: int) -> list[list[float]]:
-        """The profiled steps' durations for worker w, with its speed factor applied."""
-        dag = self.dags[self.worker_dag[w]]
+    def _worker_rows(
+        self, w: int, tables: dict[tuple[int, float], list[list[float]]]
+    ) -> list[list[float]]:
+        """The profiled steps' durations for worker w, with its speed factor applied.
+
+        ``tables`` caches them per (DAG, speed); workers only read them.
+        """
+        d = self.worker_dag[w]
         speed = 1.0 if self.config.speed_factors is None else self.config.speed_factors[w]
-        table = dag.durations
-        if speed != 1.0:
-            table = np.where(dag.scalable, table / speed, table)
-        rows: list[list[float]] = table.tolist()
+        rows = tables.get((d, speed))
+        if rows is None:
+            dag = self.dags[d]
+            table = dag.durations
+            if speed != 1.0:
+                table = np.where(dag.scalable, table / speed, table)
+            rows = tables[(d, speed)] = table.tolist()
         return rows
 
     def _make_worker(self, w: int) -> WorkerState:
@@ -393,10 +412,20 @@ class Engine:
             if cfg.mode == "async":
                 self._all_done[w].succeed()
         self._steps_done += 1
-        if self.progress is not None and (
+        if (
             self._steps_done % self._progress_every == 0
             or self._steps_done == cfg.workers * cfg.steps
         ):
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Every 1% of the run or CHECKPOINT_STEPS: report progress, collect young garbage.
+
+        The run pauses automatic collections (see :mod:`simcore.gc_pause`); collecting the
+        young generations here keeps memory bounded even with a policy that makes cycles.
+        """
+        gc.collect(1)
+        if self.progress is not None:
             self.progress(self._progress_offset + self._steps_done, self._progress_total)
 
     def _moments(self, w: int, x: float) -> None:
@@ -422,7 +451,8 @@ class Engine:
                 self.env.process(self._async_worker(w))
         else:
             self.env.process(self._sync_driver())
-        self.env.run()
+        with gc_paused():  # see _checkpoint: young garbage is still collected
+            self.env.run()
         if (
             self._window_end is None
             or any(s.step < cfg.steps - 1 for s in self.workers)

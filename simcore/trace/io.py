@@ -13,6 +13,7 @@ from typing import Any
 
 from simcore.errors import ConfigError, TraceError
 from simcore.files import atomic_output
+from simcore.gc_pause import gc_paused
 from simcore.trace.model import Trace
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
@@ -57,7 +58,8 @@ def read_json(path: Path) -> Any:
 def load_trace(name_or_path: str | os.PathLike[str]) -> Trace:
     """Load and validate a trace from a file path or a shipped sample name (``resnet50-b32``)."""
     path = resolve_path(name_or_path)
-    return trace_from_dict(read_json(path), source=str(path))
+    with gc_paused():  # decoding a large trace allocates much and frees nothing
+        return trace_from_dict(read_json(path), source=str(path))
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, overwrite: bool = False) -> Path:

@@ -10,9 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-import networkx as nx
-
 from simcore.errors import TraceError
+from simcore.gc_pause import gc_paused
 from simcore.trace.model import (
     KIND_RESOURCES,
     SCHEMA_NAME,
@@ -42,7 +41,7 @@ class _Ctx:
         raise TraceError(f"{self.source}: {where}: {problem}")
 
     def get(self, obj: Mapping[str, Any], key: str, where: str) -> Any:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # the ABC check is slow
             self.fail(where, f"expected a JSON object, got {type(obj).__name__}")
         if key not in obj:
             self.fail(where, f"missing required field '{key}'")
@@ -93,7 +92,11 @@ def trace_from_dict(data: Any, source: str = "<memory>") -> Trace:
     ------
     TraceError : naming the source, the op or field, the value and what is expected.
     """
-    ctx = _Ctx(source)
+    with gc_paused():  # it allocates an object or more per op and field, and keeps them
+        return _trace_from_dict(_Ctx(source), data)
+
+
+def _trace_from_dict(ctx: _Ctx, data: Any) -> Trace:
     if not isinstance(data, Mapping):
         ctx.fail("top level", f"expected a JSON object, got {type(data).__name__}")
     schema = data.get("schema", SCHEMA_NAME)
@@ -118,7 +121,7 @@ def trace_from_dict(data: Any, source: str = "<memory>") -> Trace:
         ops=ops,
         steps=steps,
         schema_version=version,
-        source=source,
+        source=ctx.source,
     )
 
 
@@ -187,66 +190,110 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
         if op_id in ids:
             ctx.fail(f"ops[{i}] {op_id!r}", "duplicate op id")
         ids.add(op_id)
-    ops = []
-    for i, raw in enumerate(raw_ops):
-        op_id = raw["id"]
-        where = f"ops[{i}] {op_id!r}"
+    return tuple(_parse_op(ctx, i, raw, ids, layer_names) for i, raw in enumerate(raw_ops))
+
+
+_RESOURCE_OF = {r.value: r for r in Resource}
+_KIND_OF = {k.value: k for k in OpKind}
+
+
+def _parse_op(
+    ctx: _Ctx, i: int, raw: Mapping[str, Any], ids: set[str], layer_names: set[str]
+) -> Op:
+    """One op of ``ops`` (its id already checked); dict lookups first, as traces can be large."""
+    op_id = raw["id"]
+    where = f"ops[{i}] {op_id!r}"
+    value = raw.get("resource")
+    resource = _RESOURCE_OF.get(value) if isinstance(value, str) else None
+    if resource is None:
         resource = _enum(ctx, Resource, ctx.get(raw, "resource", where), where, "resource")
+    value = raw.get("kind")
+    kind = _KIND_OF.get(value) if isinstance(value, str) else None
+    if kind is None:
         kind = _enum(ctx, OpKind, ctx.get(raw, "kind", where), where, "kind")
-        if resource not in KIND_RESOURCES[kind]:
-            allowed = ", ".join(sorted(r.value for r in KIND_RESOURCES[kind]))
+    if resource not in KIND_RESOURCES[kind]:
+        allowed = ", ".join(sorted(r.value for r in KIND_RESOURCES[kind]))
+        ctx.fail(where, f"a {kind.value!r} op must use resource {allowed}, not {resource.value!r}")
+    layer = raw.get("layer")
+    if layer is not None and (not isinstance(layer, str) or layer not in layer_names):
+        ctx.fail(where, f"field 'layer' names {layer!r}, which is not in 'layers'")
+    nbytes = raw.get("nbytes")
+    if resource.is_network:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
             ctx.fail(
-                where, f"a {kind.value!r} op must use resource {allowed}, not {resource.value!r}"
+                where,
+                f"a communication op ({resource.value}) needs field 'nbytes' as an integer "
+                f"> 0, got {nbytes!r}",
             )
-        layer = raw.get("layer")
-        if layer is not None and layer not in layer_names:
-            ctx.fail(where, f"field 'layer' names {layer!r}, which is not in 'layers'")
-        nbytes = raw.get("nbytes")
-        if resource.is_network:
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-                ctx.fail(
-                    where,
-                    f"a communication op ({resource.value}) needs field 'nbytes' as an integer "
-                    f"> 0, got {nbytes!r}",
-                )
-        elif nbytes is not None:
-            ctx.fail(
-                where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})"
-            )
-        deps = raw.get("deps", [])
-        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+    elif nbytes is not None:
+        ctx.fail(where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})")
+    deps = raw.get("deps", [])
+    if not isinstance(deps, list):
+        ctx.fail(where, f"field 'deps' must be a list of op ids, got {deps!r}")
+    for dep in deps:
+        if not isinstance(dep, str):
             ctx.fail(where, f"field 'deps' must be a list of op ids, got {deps!r}")
-        for dep in deps:
-            if dep not in ids:
-                ctx.fail(where, f"field 'deps' names {dep!r}, which is not an op in this trace")
-            if dep == op_id:
-                ctx.fail(where, "an op cannot depend on itself")
-        if len(set(deps)) != len(deps):
-            ctx.fail(where, f"field 'deps' lists an op twice: {deps!r}")
-        ops.append(
-            Op(id=op_id, resource=resource, kind=kind, layer=layer, nbytes=nbytes, deps=tuple(deps))
-        )
-    return tuple(ops)
+        if dep not in ids:
+            ctx.fail(where, f"field 'deps' names {dep!r}, which is not an op in this trace")
+        if dep == op_id:
+            ctx.fail(where, "an op cannot depend on itself")
+    if len(deps) > 1 and len(set(deps)) != len(deps):
+        ctx.fail(where, f"field 'deps' lists an op twice: {deps!r}")
+    return Op(id=op_id, resource=resource, kind=kind, layer=layer, nbytes=nbytes, deps=tuple(deps))
 
 
 def _enum(ctx: _Ctx, enum_type: Any, value: Any, where: str, field_name: str) -> Any:
     try:
         return enum_type(value)
-    except ValueError:
+    except (ValueError, TypeError):
         allowed = ", ".join(repr(m.value) for m in enum_type)
         ctx.fail(where, f"field '{field_name}' is {value!r}; expected one of {allowed}")
 
 
 def _check_acyclic(ctx: _Ctx, ops: Sequence[Op]) -> None:
-    graph = nx.DiGraph()
-    graph.add_nodes_from(op.id for op in ops)
-    graph.add_edges_from((dep, op.id) for op in ops for dep in op.deps)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
+    """TraceError naming the ops of a cycle if the dependencies have one; O(ops + deps).
+
+    Kahn's algorithm takes every op whose dependencies are all taken; a cycle is looked for only
+    when some ops are left over, and then among them alone.
+    """
+    index = {op.id: i for i, op in enumerate(ops)}
+    waiting = [len(op.deps) for op in ops]
+    dependents: list[list[int]] = [[] for _ in ops]
+    for i, op in enumerate(ops):
+        for dep in op.deps:
+            dependents[index[dep]].append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    taken = 0
+    while ready:
+        i = ready.pop()
+        taken += 1
+        for d in dependents[i]:
+            waiting[d] -= 1
+            if not waiting[d]:
+                ready.append(d)
+    if taken == len(ops):
         return
-    path = " -> ".join([edge[0] for edge in cycle] + [cycle[0][0]])
+    cycle = _cycle_among_left(ops, index, waiting)
+    path = " -> ".join(ops[i].id for i in [*cycle, cycle[0]])
     ctx.fail("field 'ops'", f"the dependencies form a cycle: {path}")
+
+
+def _cycle_among_left(ops: Sequence[Op], index: Mapping[str, int], waiting: list[int]) -> list[int]:
+    """A cycle among the ops Kahn's algorithm left (``waiting[i] > 0``), in dependency order.
+
+    Every op left waits for some op that is left too, so walking from one of them to such a
+    dependency, again and again, must come back to an op already met: that loop is a cycle.
+    """
+    seen_at: dict[int, int] = {}
+    walk: list[int] = []
+    op = next(i for i, n in enumerate(waiting) if n > 0)
+    while op not in seen_at:
+        seen_at[op] = len(walk)
+        walk.append(op)
+        op = next(index[d] for d in ops[op].deps if waiting[index[d]] > 0)
+    loop = walk[seen_at[op] :][::-1]  # each op here is a dependency of the next one
+    first = loop.index(min(loop))  # start at the op first in trace order, for a stable message
+    return loop[first:] + loop[:first]
 
 
 def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tuple[StepProfile, ...]:
@@ -264,13 +311,17 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
             )
         parsed: list[float | None] = []
         for op, value in zip(ops, durations, strict=True):
-            op_where = f"{where} op {op.id!r}"
-            if value is None:
+            if type(value) is float and 0.0 <= value < math.inf:  # the usual case, checked fast
+                parsed.append(value)
+            elif value is None:
                 if not op.is_communication:
-                    ctx.fail(op_where, "a computation op needs a measured duration_s, got null")
+                    ctx.fail(
+                        f"{where} op {op.id!r}",
+                        "a computation op needs a measured duration_s, got null",
+                    )
                 parsed.append(None)
             else:
-                parsed.append(ctx.seconds(value, op_where, "duration_s"))
+                parsed.append(ctx.seconds(value, f"{where} op {op.id!r}", "duration_s"))
         starts: tuple[float | None, ...] | None = None
         if raw.get("start_s") is not None:
             raw_starts = ctx.sequence(raw, "start_s", where)
