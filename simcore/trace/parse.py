@@ -6,7 +6,6 @@ the field, the offending value and what was expected; see ``simcore/trace/FORMAT
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -28,6 +27,7 @@ from simcore.trace.model import (
     TraceMetadata,
     _frozen_mapping,
 )
+from simcore.units import MAX_DURATION_S, MAX_SIZE_BYTES
 
 _REGENERATE_HINT = "regenerate it with `sgdsim profile` (see the README)"
 
@@ -64,9 +64,11 @@ class _Ctx:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(where, f"field '{field_name}' must be a number of seconds, got {value!r}")
         seconds = float(value)
-        if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        if not 0 <= seconds <= MAX_DURATION_S:  # also refuses nan
             self.fail(
-                where, f"field '{field_name}' must be a finite duration >= 0 s, got {value!r}"
+                where,
+                f"field '{field_name}' must be a duration from 0 to {MAX_DURATION_S:g} s, "
+                f"got {value!r}",
             )
         return seconds
 
@@ -170,7 +172,7 @@ def _parse_layers(ctx: _Ctx, raw_layers: Sequence[Any]) -> tuple[Layer, ...]:
                     name=ctx.string(raw_param, "name", pwhere),
                     shape=tuple(shape),
                     dtype=ctx.string(raw_param, "dtype", pwhere),
-                    nbytes=ctx.integer(raw_param, "nbytes", pwhere, minimum=0),
+                    nbytes=_nbytes(ctx, ctx.integer(raw_param, "nbytes", pwhere, 0), pwhere),
                 )
             )
         module_type = raw.get("module_type", "")
@@ -209,6 +211,7 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
                     f"a communication op ({resource.value}) needs field 'nbytes' as an integer "
                     f"> 0, got {nbytes!r}",
                 )
+            _nbytes(ctx, nbytes, where)
         elif nbytes is not None:
             ctx.fail(
                 where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})"
@@ -227,6 +230,15 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
             Op(id=op_id, resource=resource, kind=kind, layer=layer, nbytes=nbytes, deps=tuple(deps))
         )
     return tuple(ops)
+
+
+def _nbytes(ctx: _Ctx, nbytes: int, where: str) -> int:
+    """``nbytes`` if it is at most MAX_SIZE_BYTES: larger sizes would make times overflow."""
+    if nbytes > MAX_SIZE_BYTES:
+        ctx.fail(
+            where, f"field 'nbytes' is {nbytes}, more than the {MAX_SIZE_BYTES} (1 EiB) allowed"
+        )
+    return nbytes
 
 
 def _enum(ctx: _Ctx, enum_type: Any, value: Any, where: str, field_name: str) -> Any:
