@@ -2,16 +2,21 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds a parser and
 sets ``handler``: a function taking the parsed arguments and returning an exit code. Errors that
-sgdsim raises on purpose become one line on stderr and exit code 2; no traceback reaches the user.
+sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 2; numpy
+floating-point warnings are errors (a result is finite or refused); a closed stdout pipe ends
+quietly with 141 and Ctrl-C with 130. No traceback reaches the user.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
+
+import numpy as np
 
 from simcore import __version__
 from simcore.errors import SgdsimError
@@ -30,6 +35,7 @@ COMMAND_MODULES = (
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `yes | head -1` leaves in ${PIPESTATUS[0]}
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -66,14 +72,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.handler(args)
-    except SgdsimError as err:
-        print(f"sgdsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _run(args)
+    except BrokenPipeError:
+        # The reader went away (`sgdsim ... | head`): end quietly, as a command killed by SIGPIPE
+        # would. stdout points at /dev/null so that Python's final flush cannot fail again.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("sgdsim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The handler, with errors a user can cause as one line on stderr."""
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            code: int = args.handler(args)
+        sys.stdout.flush()  # here, so that a closed pipe is noticed inside main
+    except SgdsimError as err:
+        return _error(str(err))
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # the file system refused something the checks could not foresee
+        where = f"{err.filename}: " if err.filename else ""
+        return _error(f"{where}{err.strerror or err}")
+    except (FloatingPointError, OverflowError) as err:
+        return _error(
+            f"the computation overflowed ({err}); an input is out of the range sgdsim handles "
+            "(see `Command line` in the README)"
+        )
     return code
+
+
+def _error(message: str) -> int:
+    print(f"sgdsim: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture)
+        pass
 
 
 if __name__ == "__main__":
