@@ -64,8 +64,9 @@ def read_json_file(
         raise error(f"{path}: {f'cannot read {what}: ' if what else ''}{problem}") from None
 
 
-def _content(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+def _content(path: Path) -> bytes:
     """The bytes of ``path``, gunzipped if they are gzip-compressed (whatever its name)."""
+    limit = MAX_INPUT_BYTES  # read at each call, so that a test can lower it
     if stat.S_ISDIR(path.stat().st_mode):
         raise _Unreadable("is a directory, not a file")
     with path.open("rb") as handle:
@@ -132,13 +133,22 @@ def check_output(
     if not path:
         raise ConfigError(f"{option}: an empty path; give a file name")
     target = Path(path)
+    try:
+        return _check_output(target, path, option, force, suffixes)
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise ConfigError(f"{option}: {path}: {err.strerror or err}") from None
+
+
+def _check_output(
+    target: Path, path: str, option: str, force: bool, suffixes: Sequence[str]
+) -> Path:
+    if target.is_dir():
+        raise ConfigError(f"{option}: {path}: is a directory; give a file name")
     if not target.name.lower().endswith(tuple(suffixes)):
         raise ConfigError(
             f"{option}: {path}: {_extension(target.name)}; expected a file name ending in "
-            + " or ".join(suffixes)
+            + (suffixes[0] if len(suffixes) == 1 else f"one of {', '.join(suffixes)}")
         )
-    if target.is_dir():
-        raise ConfigError(f"{option}: {path}: is a directory; give a file name")
     if target.exists() or target.is_symlink():
         if not force:
             raise ConfigError(f"{option}: {path}: already exists; pass --force to overwrite it")

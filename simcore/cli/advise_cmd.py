@@ -18,6 +18,7 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
+from simcore.cli.guards import check_range, check_rates
 from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
@@ -25,6 +26,8 @@ from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
+
+MAX_PRICE = 1e12  # per machine-hour
 
 # The library names its parameters; the CLI user knows them as options.
 OPTION_OF = {
@@ -54,7 +57,11 @@ def register(subparsers: Any) -> None:
     link.add_argument(
         "--network", help="take bandwidth and per-transfer latency from a network profile"
     )
-    p.add_argument("--price", type=float, help="price per machine-hour: adds cost per M examples")
+    p.add_argument(
+        "--price",
+        type=float,
+        help="price per machine-hour: adds cost per M examples",
+    )
     hosts = p.add_argument_group("hosts of several devices (TPDS'22 4.4)")
     hosts.add_argument(
         "--devices-per-host",
@@ -89,6 +96,7 @@ def _link(args: argparse.Namespace) -> tuple[float, float, str]:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
+    check_range("--price", args.price, 0, MAX_PRICE)
     bandwidth_bps, latency_s, where = _link(args)
     trace = load_trace(args.trace)
     progress = Progress("simulate", enabled=not args.quiet)
@@ -112,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         if name not in OPTION_OF:
             raise
         raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
+    check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
         print(json.dumps(advice_to_dict(advice, trace, args, latency_s), allow_nan=False))
     else:

@@ -9,11 +9,15 @@ import argparse
 import dataclasses
 from typing import Any
 
+from simcore.cli.guards import check_range
 from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.units import parse_bandwidth
+
+MAX_CORES = 1e6  # --host-cores, --worker-cores
+MAX_COMM_CPU_NS = 1e9  # --comm-cpu, ns per byte
 
 
 def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> None:
@@ -107,10 +111,15 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
+    check_range("--host-cores", args.host_cores, 0, MAX_CORES, low_open=True)
+    check_range("--worker-cores", args.worker_cores, 0, MAX_CORES, low_open=True)
     comm_cpu = args.comm_cpu
     if comm_cpu is not None:
-        if not comm_cpu >= 0:
-            raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {comm_cpu:g}")
+        if not 0 <= comm_cpu <= MAX_COMM_CPU_NS:
+            raise ConfigError(
+                f"--comm-cpu: must be >= 0 ns per byte and <= {MAX_COMM_CPU_NS:g} (1 s per "
+                f"byte), got {comm_cpu:g}"
+            )
         changes["comm_cpu_s_per_byte"] = comm_cpu * 1e-9
     if args.server_host is not None:
         changes["server_host"] = args.server_host

@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from simcore.cli.progress import Progress
+from simcore.files import check_output
 from simcore.network import network_profile_table
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
 from simcore.units import parse_duration, parse_size
@@ -51,6 +52,8 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
+    if args.out:  # before torch loads and the measurement runs, not after
+        check_output(args.out, "-o/--out", force=args.force)
     from profilers.netprofile import doubling_sizes, measure_network
 
     sizes = doubling_sizes(

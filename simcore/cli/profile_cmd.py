@@ -10,7 +10,7 @@ from typing import Any
 
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
-from simcore.files import refuse_existing
+from simcore.files import check_output
 from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
 
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--num-classes", type=int, help="classes of the synthetic labels")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
-    parser.add_argument("-o", "--out", help="output trace file (.json)")
+    parser.add_argument("-o", "--out", help="output trace file (.json, or .json.gz compressed)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(handler=run)
@@ -59,6 +59,13 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.list_models:  # checked before torch loads and minutes of profiling, not after
+        if args.out is None:
+            raise ConfigError(
+                "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
+            )
+        out = check_output(args.out, "-o/--out", force=args.force)
+        shape = parse_shape(args.input_shape)
     import profilers  # torch loads here, only for this command
     from profilers import models
 
@@ -66,11 +73,6 @@ def run(args: argparse.Namespace) -> int:
         for name, spec in models.MODELS.items():
             print(f"{name:<18} {spec.description}")
         return 0
-    if args.out is None:
-        raise ConfigError(
-            "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
-        )
-    out = refuse_existing(args.out, args.force)  # before minutes of profiling, not after
     model: Any = args.model if args.model else models.load_factory(args.model_path)
     name = args.model or args.model_path.rsplit(":", 1)[-1]
     trace = profilers.profile_model(
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         device=args.device,
-        input_shape=parse_shape(args.input_shape),
+        input_shape=shape,
         num_classes=args.num_classes,
         model_name=name,
         seed=args.seed,

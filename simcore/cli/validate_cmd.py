@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simcore.errors import SgdsimError
-from simcore.files import refuse_existing
+from simcore.errors import ConfigError, SgdsimError
+from simcore.files import check_output
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.units import parse_bandwidth
 
@@ -161,9 +161,13 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
-    for path in (args.out, args.save_runs):
-        if path:
-            refuse_existing(path, args.force)  # fail before minutes of training, not after
+    # Checked before minutes of training, not after.
+    if args.out is not None:
+        check_output(args.out, "-o/--out", force=args.force)
+    if args.save_runs is not None:
+        check_output(args.save_runs, "--save-runs", force=args.force)
+        if args.out is not None and Path(args.out).resolve() == Path(args.save_runs).resolve():
+            raise ConfigError(f"--save-runs: {args.save_runs} is also the trace's path (-o)")
     if args.save_runs and not args.from_runs:
         report = validate_keeping_runs(args, Path(args.save_runs))
     else:
