@@ -36,6 +36,8 @@ __all__ = [
     "MAX_DURATION_S",
     "MAX_SIZE_BYTES",
     "MIN_BANDWIDTH_BPS",
+    "check_bandwidth_range",
+    "check_duration_range",
     "format_bandwidth",
     "format_bytes",
     "format_seconds",
@@ -284,6 +286,21 @@ def parse_duration(
     2e-05
     """
     return _parse(_DURATION, value, name, default_unit, positive)[0]
+
+
+def check_bandwidth_range(name: str, bps: float) -> None:
+    """ConfigError naming ``name`` unless ``bps`` (bit/s, from any source: an option, a network
+    profile, a topology) is in MIN_BANDWIDTH_BPS..MAX_BANDWIDTH_BPS (nan is outside too)."""
+    if not MIN_BANDWIDTH_BPS <= bps <= MAX_BANDWIDTH_BPS:
+        raise ConfigError(
+            f"{name}: {bps!r} bit/s is outside 1 bit/s .. 1e18 bit/s, the range sgdsim accepts"
+        )
+
+
+def check_duration_range(name: str, seconds: float) -> None:
+    """ConfigError naming ``name`` unless ``seconds`` is in 0..MAX_DURATION_S."""
+    if not 0 <= seconds <= MAX_DURATION_S:
+        raise ConfigError(f"{name}: {seconds!r} s is outside 0 .. 1e9 s, the range sgdsim accepts")
 
 
 def _three_digits(value: float) -> str:

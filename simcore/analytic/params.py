@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
 from simcore.trace.model import OpKind, Trace
+from simcore.units import check_bandwidth_range
 
 __all__ = ["Cluster", "WorkerType", "bandwidth_of", "host_worker_type", "worker_type_from_trace"]
 
@@ -114,6 +115,7 @@ def host_worker_type(
             f"{devices_per_host}, got {intra_bandwidth_bps!r}"
         )
     g = devices_per_host
+    check_bandwidth_range("intra_bandwidth_bps", intra_bandwidth_bps)
     intra_s = (g - 1) / g * worker.transfer_s(intra_bandwidth_bps)
     return dataclasses.replace(
         worker,
@@ -157,6 +159,7 @@ class Cluster:
         b = self.bandwidth_bps
         if not (isinstance(b, int | float) and math.isfinite(b) and b > 0):
             raise ConfigError(f"bandwidth_bps: must be a finite number > 0, got {b!r}")
+        check_bandwidth_range("bandwidth_bps", b)
 
     @classmethod
     def homogeneous(cls, worker: WorkerType, workers: int, bandwidth_bps: float) -> Cluster:
