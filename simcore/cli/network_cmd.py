@@ -52,7 +52,7 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    if args.out:  # before torch loads and the measurement runs, not after
+    if args.out is not None:  # before torch loads and the measurement runs, not after
         check_output(args.out, "-o/--out", force=args.force)
     from profilers.netprofile import doubling_sizes, measure_network
 
