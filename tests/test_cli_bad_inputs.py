@@ -119,6 +119,12 @@ OPTION_CASES: list[tuple[list[str], str]] = [
         )
     ],
     (["simulate", "cnn-b32", "--steps", "0"], "--steps"),
+    (["simulate", "cnn-b32", "--steps", "10000000000", "--warmup", "1"], "--steps"),
+    (["simulate", "cnn-b32", "--replications", "1000000000", *FAST], "--replications"),
+    (["simulate", "cnn-b32", "--servers", "1000000000", *FAST], "--servers"),
+    (["simulate", "cnn-b32", "--bandwidth", "1Gbps", "--latency", "2e9s", *FAST], "--latency"),
+    (["timeline", "cnn-b32", "-o", "x.png", "--steps", "10000000000"], "--steps"),
+    (["trace", "show", "no\nsuch\nfile"], "no\\nsuch"),
     (["simulate", "cnn-b32", "--steps", "-5"], "--steps"),
     (["simulate", "cnn-b32", "--steps", "20", "--warmup", "-1"], "--warmup"),
     *[
@@ -303,6 +309,8 @@ def test_an_unsupported_version_is_named(
         ("duration", math.inf, "duration_s"),
         ("nbytes", 10**30, "nbytes"),
         ("nbytes", 1e30, "nbytes"),
+        ("batch_size", 10**30, "batch_size"),
+        ("batch_size", 10**400, "batch_size"),
     ],
 )
 @pytest.mark.parametrize("command", ["trace show", "simulate", "analyze", "advise"])
@@ -319,9 +327,11 @@ def test_out_of_range_trace_values_are_named(
     if field == "duration":
         compute = next(i for i, op in enumerate(doc["ops"]) if op["resource"] == "worker")
         doc["steps"][0]["duration_s"][compute] = value
-    else:
+    elif field == "nbytes":
         comm = next(op for op in doc["ops"] if "nbytes" in op)
         comm["nbytes"] = value
+    else:
+        doc["metadata"][field] = value
     path = tmp_path / "bad-values.json"
     path.write_text(json.dumps(doc))  # Python writes nan and inf as NaN and Infinity
     extra = ["--machines", "2"] if command == "advise" else []
@@ -406,6 +416,30 @@ def test_the_longest_allowed_durations_give_a_finite_positive_result(
     ops = sum(op["resource"] == "worker" for op in doc["ops"])
     # A worker computes its ops one after another: ops * 1e9 s per step at least.
     assert 0 < rate <= doc["metadata"]["batch_size"] / (ops * 1e9) * (1 + 1e-9)
+
+
+def test_a_step_without_computation_is_refused_where_its_rate_is_unbounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(resolve_path("cnn-b32").read_text())
+    for step in doc["steps"]:
+        step["duration_s"] = [None if d is None else 0.0 for d in step["duration_s"]]
+    path = tmp_path / "instant.json"
+    path.write_text(json.dumps(doc))
+    ring = ["--arch", "allreduce", "--mode", "sync", "--workers", "1"]
+    for argv in (
+        ["simulate", str(path), *ring, *FAST],
+        ["analyze", str(path), "--mode", "sync"],
+        ["advise", str(path), "--machines", "2"],
+    ):
+        code, out, err = run(argv, capsys)
+        assert_one_line_error(code, out, err, [str(path)])
+    # With a parameter server the transfers still take time: a finite rate, bounded by the link.
+    code, out, err = run(["simulate", str(path), *FAST, "--bandwidth", "1Gbps", "--json"], capsys)
+    assert code == 0, err
+    rate = throughput(json.loads(out))
+    pulled = sum(op["nbytes"] for op in doc["ops"] if op["kind"] == "pull")
+    assert 0 < rate <= doc["metadata"]["batch_size"] * 1e9 / (8 * pulled) * (1 + 1e-9)
 
 
 def test_gzip_outputs_are_gzip_and_read_back(

@@ -69,16 +69,31 @@ class WorkerType:
         return 8.0 * self.model_nbytes / bandwidth_bps
 
 
+MIN_COMPUTE_S = 1e-9  # the simulator's MIN_STEP_S, for the same reason
+
+
 def worker_type_from_trace(trace: Trace) -> WorkerType:
     """T_F, T_B, T_S (means over the profiled steps of the per-op sums) and M of ``trace``.
 
     M is the sum of the bytes of the trace's pull ops. Ops of kind ``other`` are not counted.
+
+    Raises
+    ------
+    ConfigError
+        If T_F + T_B is below MIN_COMPUTE_S: a step of one ring worker would take no time, and
+        the models' throughput would be unbounded.
     """
     steps = range(trace.n_steps)
 
     def mean(kind: OpKind) -> float:
         return sum(trace.phase_time_s(s, kind) for s in steps) / trace.n_steps
 
+    compute_s = mean(OpKind.FORWARD) + mean(OpKind.BACKWARD)
+    if not compute_s >= MIN_COMPUTE_S:
+        raise ConfigError(
+            f"{trace.source}: the forward and backward passes take {compute_s:g} s per step; "
+            f"the coarse models need at least {MIN_COMPUTE_S:g} s, or throughput is unbounded"
+        )
     return WorkerType(
         name=trace.metadata.model_name,
         forward_s=mean(OpKind.FORWARD),

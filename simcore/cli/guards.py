@@ -25,6 +25,20 @@ def check_range(
         raise ConfigError(f"{name}: must be a finite number {rule}, got {value:g}")
 
 
+MAX_SIMULATED_OPS = 1_000_000_000  # about an hour at the engine's usual few 100k ops/s
+
+
+def check_work(simulated_ops: int, ops_per_step: int, options: str) -> None:
+    """ConfigError if one command would simulate more than MAX_SIMULATED_OPS ops: a run of days
+    is a typing mistake (``--steps 10000000000``), not a wait worth starting. ``options`` names
+    the options whose product made the work, e.g. ``--workers x --steps``."""
+    if simulated_ops > MAX_SIMULATED_OPS:
+        raise ConfigError(
+            f"{options}: {simulated_ops:.3g} simulated ops ({ops_per_step} per step) are more "
+            f"than the {MAX_SIMULATED_OPS:.0e} one command runs (about an hour); lower them"
+        )
+
+
 def check_rates(rates: Iterable[tuple[str, float]]) -> None:
     """ConfigError unless every ``(what, examples per second)`` is finite and > 0.
 

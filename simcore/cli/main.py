@@ -45,7 +45,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        print(f"sgdsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"sgdsim: error: {one_line(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -96,17 +96,22 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:  # the file system refused something the checks could not foresee
         where = f"{err.filename}: " if err.filename else ""
         return _error(f"{where}{err.strerror or err}")
-    except (FloatingPointError, OverflowError) as err:
+    except ArithmeticError as err:  # overflow, division by zero, numpy's invalid values
         return _error(
-            f"the computation overflowed ({err}); an input is out of the range sgdsim handles "
+            f"the computation failed ({err}); an input is out of the range sgdsim handles "
             "(see `Command line` in the README)"
         )
     return code
 
 
 def _error(message: str) -> int:
-    print(f"sgdsim: error: {message}", file=sys.stderr)
+    print(f"sgdsim: error: {one_line(message)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def one_line(message: str) -> str:
+    """``message`` with line breaks (say, in a file name) escaped: an error is one line."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _silence_stdout() -> None:

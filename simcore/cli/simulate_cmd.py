@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simcore.cli.guards import check_range, check_rates
+from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -291,12 +291,17 @@ def run(args: argparse.Namespace) -> int:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
-        validate(traces, config)
+        try:
+            validate(traces, config)
+        except ConfigError as err:
+            raise _as_option_error(err) from err
         if args.batches is not None:
             _check_batches(config)
     total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
-    work = total * max(len(t.ops) for t in traces)
+    ops_per_step = max(len(t.ops) for t in traces)
+    work = total * ops_per_step
+    check_work(work, ops_per_step, "--workers x --steps x --replications")
     progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
     results = []
     done = 0

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from simcore.cli.guards import check_rates
+from simcore.cli.guards import check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     config = _config(args, workers)
     validate(trace, config)
+    ops = len(trace.ops)
+    check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
     result = simulate(trace, config)
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
     if args.profiled:

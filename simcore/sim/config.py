@@ -371,9 +371,21 @@ def validate_for_traces(config: SimulationConfig, traces: Sequence[Trace]) -> No
         raise ConfigError(
             f"worker_types: trace index {max(types)} but only {len(traces)} traces were given"
         )
-    if isinstance(config.placement, Mapping):
-        for trace in traces:
+    for trace in traces:
+        _validate_servers(config.servers, trace)
+        if isinstance(config.placement, Mapping):
             _validate_mapping(config.placement, config.servers, trace)
+
+
+def _validate_servers(servers: int, trace: Trace) -> None:
+    """At most one server per layer with parameters: another would hold nothing (and a huge
+    count would only make placing the layers take forever)."""
+    layers = sum(1 for layer in trace.layers if layer.param_nbytes > 0)
+    if servers > max(1, layers):
+        raise ConfigError(
+            f"servers: {servers} parameter servers, but {trace.source} has {layers} layers with "
+            f"parameters; each server needs one, so at most {max(1, layers)}"
+        )
 
 
 def _validate_mapping(mapping: Mapping[str, int], servers: int, trace: Trace) -> None:

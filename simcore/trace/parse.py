@@ -29,6 +29,7 @@ from simcore.trace.model import (
 )
 from simcore.units import MAX_DURATION_S, MAX_SIZE_BYTES
 
+MAX_BATCH_SIZE = 2**40  # examples per step; beyond it rates lose meaning (and ints overflow floats)
 _REGENERATE_HINT = "regenerate it with `sgdsim profile` (see the README)"
 
 
@@ -134,7 +135,9 @@ def _parse_metadata(ctx: _Ctx, raw: Any, n_steps: int) -> TraceMetadata:
             ctx.fail(where, f"field '{key}' must be a JSON object, got {raw[key]!r}")
     return TraceMetadata(
         model_name=ctx.string(raw, "model_name", where),
-        batch_size=ctx.integer(raw, "batch_size", where, minimum=1),
+        batch_size=_at_most(
+            ctx, ctx.integer(raw, "batch_size", where, 1), MAX_BATCH_SIZE, where, "batch_size"
+        ),
         device=ctx.string(raw, "device", where),
         dtype=ctx.string(raw, "dtype", where),
         framework=ctx.string(raw, "framework", where),
@@ -234,11 +237,13 @@ def _parse_ops(ctx: _Ctx, raw_ops: Sequence[Any], layer_names: set[str]) -> tupl
 
 def _nbytes(ctx: _Ctx, nbytes: int, where: str) -> int:
     """``nbytes`` if it is at most MAX_SIZE_BYTES: larger sizes would make times overflow."""
-    if nbytes > MAX_SIZE_BYTES:
-        ctx.fail(
-            where, f"field 'nbytes' is {nbytes}, more than the {MAX_SIZE_BYTES} (1 EiB) allowed"
-        )
-    return nbytes
+    return _at_most(ctx, nbytes, MAX_SIZE_BYTES, where, "nbytes", " (1 EiB)")
+
+
+def _at_most(ctx: _Ctx, value: int, limit: int, where: str, field: str, note: str = "") -> int:
+    if value > limit:
+        ctx.fail(where, f"field '{field}' is {value}, more than the {limit}{note} allowed")
+    return value
 
 
 def _enum(ctx: _Ctx, enum_type: Any, value: Any, where: str, field_name: str) -> Any:
