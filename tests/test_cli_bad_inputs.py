@@ -168,6 +168,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["trace", "show", "cnn-b32", "--layers", "-3"], "--layers"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "-1"], "step -1"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "99"], "step 99"),
+    (["profile", "--model", "cnn", "--steps", "1000000000", "-o", "p.json"], "--steps"),
+    (["profile", "--model", "cnn", "--warmup", "1000000", "-o", "p.json"], "--warmup"),
     (["validate", "--workers-max", "0"], "--workers-max"),
     (["validate", "--from-runs", "none.json.gz", "--bandwidth", "0bps"], "--bandwidth"),
     (["network", "measure", "--min-size", "0", "--quiet"], "--min-size"),

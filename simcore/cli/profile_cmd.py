@@ -9,10 +9,12 @@ import argparse
 from typing import Any
 
 from simcore.cli.progress import Progress
-from simcore.errors import ConfigError
+from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.files import check_output
 from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
+
+MAX_PROFILE_STEPS = 10_000  # --steps and --warmup: more is hours of profiling and a huge trace
 
 
 def register(subparsers: Any) -> None:
@@ -66,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
             )
         out = check_output(args.out, "-o/--out", force=args.force)
         shape = parse_shape(args.input_shape)
-    import profilers  # torch loads here, only for this command
-    from profilers import models
+        for option, value in (("--steps", args.steps), ("--warmup", args.warmup)):
+            if value > MAX_PROFILE_STEPS:
+                raise ConfigError(
+                    f"{option}: {value} steps is more than the {MAX_PROFILE_STEPS} sgdsim profiles"
+                )
+    from profilers import models  # torch loads here, only for this command
 
     if args.list_models:
         for name, spec in models.MODELS.items():
@@ -75,7 +81,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     model: Any = args.model if args.model else models.load_factory(args.model_path)
     name = args.model or args.model_path.rsplit(":", 1)[-1]
-    trace = profilers.profile_model(
+    try:
+        trace = _profile(args, model, name, shape)
+    except SgdsimError:
+        raise
+    except (RuntimeError, MemoryError) as err:  # e.g. a batch that does not fit in memory
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ProfilingError(
+            f"--batch-size: profiling {name} with {args.batch_size} examples per step failed: "
+            f"{first_line}"
+        ) from None
+    path = save_trace(trace, out, overwrite=args.force)
+    summary = summarize(trace)
+    fwd, bwd = summary.phase_s["forward"].mean, summary.phase_s["backward"].mean
+    print(
+        f"wrote {path}: {summary.n_layers} layers, {len(trace.ops)} ops/step, "
+        f"{trace.n_steps} steps; forward {fwd * 1e3:.2f} ms, backward {bwd * 1e3:.2f} ms per step"
+    )
+    return 0
+
+
+def _profile(args: argparse.Namespace, model: Any, name: str, shape: tuple[int, ...] | None) -> Any:
+    """The trace of ``model`` profiled as the options say."""
+    import profilers
+
+    return profilers.profile_model(
         model,
         batch_size=args.batch_size,
         steps=args.steps,
@@ -87,11 +117,3 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=Progress(f"profiling {name}", enabled=not args.quiet),
     )
-    path = save_trace(trace, out, overwrite=args.force)
-    summary = summarize(trace)
-    fwd, bwd = summary.phase_s["forward"].mean, summary.phase_s["backward"].mean
-    print(
-        f"wrote {path}: {summary.n_layers} layers, {len(trace.ops)} ops/step, "
-        f"{trace.n_steps} steps; forward {fwd * 1e3:.2f} ms, backward {bwd * 1e3:.2f} ms per step"
-    )
-    return 0
