@@ -171,6 +171,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["profile", "--model", "cnn", "--steps", "1000000000", "-o", "p.json"], "--steps"),
     (["profile", "--model", "cnn", "--warmup", "1000000", "-o", "p.json"], "--warmup"),
     (["validate", "--workers-max", "0"], "--workers-max"),
+    (["validate", "--workers-max", "1000000"], "--workers-max"),
+    (["validate", "--repetitions", "1000000"], "--repetitions"),
     (["validate", "--from-runs", "none.json.gz", "--bandwidth", "0bps"], "--bandwidth"),
     (["network", "measure", "--min-size", "0", "--quiet"], "--min-size"),
 ]

@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     from profilers.distributed.validation import report_text
 
     # Checked before minutes of training, not after.
+    if not args.from_runs:
+        _check_run_sizes(args)
     if args.out is not None:
         check_output(args.out, "-o/--out", force=args.force)
     if args.save_runs is not None:
@@ -181,6 +183,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report_text(report))
     return 0
+
+
+# Limits of a validation run here: more is days of training or more ranks than a machine holds.
+RUN_LIMITS = {"workers_max": 64, "repetitions": 100, "steps": 100_000, "warmup": 100_000}
+
+
+def _check_run_sizes(args: argparse.Namespace) -> None:
+    for key, limit in RUN_LIMITS.items():
+        value = getattr(args, key)
+        if value > limit:
+            option = "--" + key.replace("_", "-")
+            raise ConfigError(f"{option}: {value} is more than the {limit} a validation runs")
 
 
 def validate_keeping_runs(args: argparse.Namespace, path: Path) -> ValidationReport:
