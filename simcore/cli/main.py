@@ -2,9 +2,10 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds a parser and
 sets ``handler``: a function taking the parsed arguments and returning an exit code. Errors that
-sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 2; numpy
-floating-point warnings are errors (a result is finite or refused); a closed stdout pipe ends
-quietly with 141 and Ctrl-C with 130. No traceback reaches the user.
+sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 2. Numpy
+floating-point problems and RuntimeWarnings are errors too (outside the torch commands), so a
+number that went wrong is refused rather than printed; they are a last resort behind the input
+checks. A closed stdout pipe ends quietly with 141, Ctrl-C with 130. No traceback reaches the user.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -32,6 +34,9 @@ COMMAND_MODULES = (
     "simcore.cli.network_cmd",
     "simcore.cli.validate_cmd",
 )
+
+# Commands whose work runs torch: numeric warnings are errors in every other command.
+TORCH_COMMANDS = ("profile", "validate", "network")
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -86,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The handler, with errors a user can cause as one line on stderr."""
     try:
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
+        with np.errstate(over="raise", invalid="raise", divide="raise"), warnings.catch_warnings():
+            if args.command not in TORCH_COMMANDS:  # torch's own warnings are not ours to judge
+                warnings.simplefilter("error", RuntimeWarning)  # numpy's "mean of empty slice"
             code: int = args.handler(args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed inside main
     except SgdsimError as err:
@@ -96,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:  # the file system refused something the checks could not foresee
         where = f"{err.filename}: " if err.filename else ""
         return _error(f"{where}{err.strerror or err}")
-    except ArithmeticError as err:  # overflow, division by zero, numpy's invalid values
+    except (ArithmeticError, RuntimeWarning) as err:  # overflow, division by zero, nan
         return _error(
             f"the computation failed ({err}); an input is out of the range sgdsim handles "
             "(see `Command line` in the README)"
