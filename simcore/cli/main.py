@@ -74,9 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return _run(args)
     except BrokenPipeError:
         # The reader went away (`sgdsim ... | head`): end quietly, as a command killed by SIGPIPE
@@ -103,6 +102,8 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:  # the file system refused something the checks could not foresee
         where = f"{err.filename}: " if err.filename else ""
         return _error(f"{where}{err.strerror or err}")
+    except MemoryError:
+        return _error("out of memory; ask for a smaller run (fewer --workers, --steps, ...)")
     except (ArithmeticError, RuntimeWarning) as err:  # overflow, division by zero, nan
         return _error(
             f"the computation failed ({err}); an input is out of the range sgdsim handles "
