@@ -166,6 +166,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["advise", "cnn-b32", "--machines", "0"], "--machines"),
     (["advise", "cnn-b32", "--machines", "-1"], "--machines"),
     (["trace", "show", "cnn-b32", "--layers", "-3"], "--layers"),
+    (["trace", "list", "extra"], "unrecognized arguments: extra"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "-1"], "step -1"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "99"], "step 99"),
     (["profile", "--model", "cnn", "--steps", "1000000000", "-o", "p.json"], "--steps"),
