@@ -160,7 +160,9 @@ def register(subparsers: Any) -> None:
     )
     add_host_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
+    p.add_argument(
+        "--timeline", help="write the simulated timeline to this .json (or .json.gz) file"
+    )
     p.add_argument(
         "--timeline-format",
         choices=("chrome", "records"),

@@ -112,7 +112,7 @@ def register(subparsers: Any) -> None:
     )
     add_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.add_argument("-o", "--out", help="also write the solo trace to this file (.json)")
+    p.add_argument("-o", "--out", help="also write the solo trace to this file (.json or .json.gz)")
     p.add_argument(
         "--save-runs",
         metavar="FILE",
