@@ -102,6 +102,8 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:  # the file system refused something the checks could not foresee
         where = f"{err.filename}: " if err.filename else ""
         return _error(f"{where}{err.strerror or err}")
+    except RecursionError:  # a structure deeper than the input checks foresaw
+        return _error("an input is nested too deeply for sgdsim to process")
     except MemoryError:
         return _error("out of memory; ask for a smaller run (fewer --workers, --steps, ...)")
     except (ArithmeticError, RuntimeWarning) as err:  # overflow, division by zero, nan
