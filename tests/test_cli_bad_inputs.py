@@ -487,3 +487,15 @@ def test_a_closed_pipe_ends_quietly() -> None:
     err = process.stderr.read()
     assert process.wait() == 141  # 128 + SIGPIPE, as for a command killed by the signal
     assert err == b""
+
+
+def test_text_that_cannot_be_encoded_is_escaped_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(resolve_path("cnn-b32").read_text())
+    doc["metadata"]["model_name"] = "\ud800cnn"  # a lone surrogate: valid JSON, not encodable
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(doc))  # ensure_ascii: written as the escape \\ud800
+    code, out, err = run(["trace", "show", str(path)], capsys)
+    assert code == 0, err
+    assert "model      \\ud800cnn, batch 32" in out

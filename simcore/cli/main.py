@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    _tolerant_output()
     try:
         args = build_parser().parse_args(argv)
         return _run(args)
@@ -122,6 +123,15 @@ def _error(message: str) -> int:
 def one_line(message: str) -> str:
     """``message`` with line breaks (say, in a file name) escaped: an error is one line."""
     return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _tolerant_output() -> None:
+    """Print what cannot be encoded (a lone surrogate in a trace's names, a file name that is not
+    UTF-8) as a backslash escape instead of failing with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:
