@@ -172,6 +172,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["profile", "--model", "cnn", "--steps", "1000000000", "-o", "p.json"], "--steps"),
     (["profile", "--model", "cnn", "--warmup", "1000000", "-o", "p.json"], "--warmup"),
     (["validate", "--workers-max", "0"], "--workers-max"),
+    (["validate", "--from-runs", "r.json.gz", "--save-runs", "s.json.gz"], "--save-runs"),
     (["validate", "--workers-max", "1000000"], "--workers-max"),
     (["validate", "--repetitions", "1000000"], "--repetitions"),
     (["validate", "--from-runs", "none.json.gz", "--bandwidth", "0bps"], "--bandwidth"),
@@ -197,7 +198,7 @@ OUTPUT_SLOTS: dict[str, tuple[list[str], str, str]] = {
     ),
     "validate-out": (["validate", "--from-runs", "none.json.gz", "-o", "{o}"], "-o/--out", ".json"),
     "validate-save-runs": (
-        ["validate", "--from-runs", "none.json.gz", "--save-runs", "{o}"],
+        ["validate", "--workers-max", "1000000", "--save-runs", "{o}"],
         "--save-runs",
         ".json",
     ),

@@ -162,14 +162,18 @@ def run(args: argparse.Namespace) -> int:
     from profilers.distributed.validation import report_text
 
     # Checked before minutes of training, not after.
-    if not args.from_runs:
-        _check_run_sizes(args)
     if args.out is not None:
         check_output(args.out, "-o/--out", force=args.force)
     if args.save_runs is not None:
         check_output(args.save_runs, "--save-runs", force=args.force)
         if args.out is not None and Path(args.out).resolve() == Path(args.save_runs).resolve():
             raise ConfigError(f"--save-runs: {args.save_runs} is also the trace's path (-o)")
+        if args.from_runs:
+            raise ConfigError(
+                f"--save-runs: not with --from-runs ({args.from_runs} holds the runs already)"
+            )
+    if not args.from_runs:
+        _check_run_sizes(args)
     if args.save_runs and not args.from_runs:
         report = validate_keeping_runs(args, Path(args.save_runs))
     else:
