@@ -124,6 +124,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["simulate", "cnn-b32", "--servers", "1000000000", *FAST], "--servers"),
     (["simulate", "cnn-b32", "--bandwidth", "1Gbps", "--latency", "2e9s", *FAST], "--latency"),
     (["timeline", "cnn-b32", "-o", "x.png", "--steps", "10000000000"], "--steps"),
+    (["simulate", "cnn-b32", "--workers", "100000000"], "--workers"),
+    (["timeline", "cnn-b32", "-o", "x.png", "--workers", "100000000"], "--workers"),
     (["trace", "show", "no\nsuch\nfile"], "no\\nsuch"),
     (["simulate", "cnn-b32", "--steps", "-5"], "--steps"),
     (["simulate", "cnn-b32", "--steps", "20", "--warmup", "-1"], "--warmup"),

@@ -292,6 +292,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
+    total = sum(_work(c) for c in configs)
+    ops_per_step = max(len(t.ops) for t in traces)
+    work = total * ops_per_step
+    # Before validate(), whose checks alone take minutes for 1e8 workers.
+    check_work(work, ops_per_step, "--workers x --steps x --replications")
     for config in configs:
         try:
             validate(traces, config)
@@ -299,11 +304,7 @@ def run(args: argparse.Namespace) -> int:
             raise _as_option_error(err) from err
         if args.batches is not None:
             _check_batches(config)
-    total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
-    ops_per_step = max(len(t.ops) for t in traces)
-    work = total * ops_per_step
-    check_work(work, ops_per_step, "--workers x --steps x --replications")
     progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
     results = []
     done = 0

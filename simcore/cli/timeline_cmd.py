@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
         )
     trace = load_trace(args.trace)
     config = _config(args, workers)
-    validate(trace, config)
     ops = len(trace.ops)
     check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
+    validate(trace, config)
     result = simulate(trace, config)
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
     if args.profiled:
