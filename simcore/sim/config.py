@@ -26,6 +26,7 @@ JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
 OVERLAPS = ("layerwise", "none")
 HYBRID = "hybrid"
+MAX_SERVERS = 1024  # parameter servers; far more than layers of real models, and quick to place
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,8 @@ def _validate(config: SimulationConfig) -> None:
         ("colocated_workers", 1),
     ):
         _int_at_least(config, name, low)
+    if config.servers > MAX_SERVERS:
+        raise ConfigError(f"servers: must be at most {MAX_SERVERS}, got {config.servers}")
     if config.steps <= config.warmup_steps:
         raise ConfigError(
             f"steps: must be greater than warmup_steps ({config.warmup_steps}), got {config.steps}"
@@ -371,21 +374,9 @@ def validate_for_traces(config: SimulationConfig, traces: Sequence[Trace]) -> No
         raise ConfigError(
             f"worker_types: trace index {max(types)} but only {len(traces)} traces were given"
         )
-    for trace in traces:
-        _validate_servers(config.servers, trace)
-        if isinstance(config.placement, Mapping):
+    if isinstance(config.placement, Mapping):
+        for trace in traces:
             _validate_mapping(config.placement, config.servers, trace)
-
-
-def _validate_servers(servers: int, trace: Trace) -> None:
-    """At most one server per layer with parameters: another would hold nothing (and a huge
-    count would only make placing the layers take forever)."""
-    layers = sum(1 for layer in trace.layers if layer.param_nbytes > 0)
-    if servers > max(1, layers):
-        raise ConfigError(
-            f"servers: {servers} parameter servers, but {trace.source} has {layers} layers with "
-            f"parameters; each server needs one, so at most {max(1, layers)}"
-        )
 
 
 def _validate_mapping(mapping: Mapping[str, int], servers: int, trace: Trace) -> None:
