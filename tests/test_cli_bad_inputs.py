@@ -166,6 +166,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
         )
     ],
     (["advise", "cnn-b32", "--machines", "0"], "--machines"),
+    (["advise", "cnn-b32", "--machines", "2", "--devices-per-host", "1000000000"], "--devices"),
     (["advise", "cnn-b32", "--machines", "-1"], "--machines"),
     (["trace", "show", "cnn-b32", "--layers", "-3"], "--layers"),
     (["trace", "list", "extra"], "unrecognized arguments: extra"),

@@ -97,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
     check_range("--price", args.price, 0, MAX_PRICE)
+    sizes = _sizes(args.devices_per_host)
+    if args.machines >= 1 and min(sizes) > args.machines:
+        raise ConfigError(
+            f"--devices-per-host: no host of {args.devices_per_host} devices fits the budget of "
+            f"--machines {args.machines} (which then counts devices)"
+        )
     bandwidth_bps, latency_s, where = _link(args)
     trace = load_trace(args.trace)
     progress = Progress("simulate", enabled=not args.quiet)
@@ -111,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             latency_s=latency_s,
             progress=progress,
-            devices_per_host=_sizes(args.devices_per_host),
+            devices_per_host=sizes,
             intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
             flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
         )
