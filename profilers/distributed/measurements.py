@@ -217,7 +217,7 @@ def save_measurements(
     replaced only with ``overwrite``."""
     text = json.dumps(measurements_to_dict(m), separators=(",", ":"), allow_nan=False) + "\n"
     with atomic_output(path, overwrite=overwrite) as tmp:
-        if str(path).endswith(".gz"):
+        if str(path).lower().endswith(".gz"):
             # mtime=0: the same measurements give the same bytes
             tmp.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
         else:

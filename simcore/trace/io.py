@@ -74,7 +74,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, *, overwrite: boo
     """
     text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
     with atomic_output(path, overwrite=overwrite) as tmp, tmp.open("wb") as handle:
-        if str(path).endswith(".gz"):  # mtime=0: the same data gives the same bytes
+        if str(path).lower().endswith(".gz"):  # mtime=0: the same data gives the same bytes
             handle.write(gzip.compress(text.encode("utf-8"), mtime=0))
         else:
             handle.write(text.encode("utf-8"))
