@@ -349,6 +349,37 @@ def test_out_of_range_trace_values_are_named(
     assert culprit in err
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("bandwidth_bps", 1e-300), ("bandwidth_bps", 1e300), ("latency_s", 1e300)],
+)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "cnn-b32", *FAST],
+        ["timeline", "cnn-b32", "-o", "x.png"],
+        ["analyze", "cnn-b32"],
+        ["advise", "cnn-b32", "--machines", "2"],
+    ],
+)
+def test_an_out_of_range_network_profile_is_named(
+    field: str,
+    value: float,
+    argv: list[str],
+    tmp_path: Path,
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = json.loads(resolve_path("loopback", SAMPLE_NETWORK_PACKAGE).read_text())
+    doc[field] = value
+    path = tmp_path / "link.json"
+    path.write_text(json.dumps(doc))
+    before = snapshot(workdir)
+    code, out, err = run([*argv, "--network", str(path)], capsys)
+    assert_one_line_error(code, out, err, [f"{path}: {field}"])
+    assert snapshot(workdir) == before
+
+
 @pytest.mark.parametrize(("argv", "culprit"), OPTION_CASES)
 def test_a_bad_option_value_is_one_line_naming_the_option(
     argv: list[str], culprit: str, workdir: Path, capsys: pytest.CaptureFixture[str]

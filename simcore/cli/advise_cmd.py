@@ -18,8 +18,8 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
-from simcore.cli.guards import check_range, check_rates
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.guards import check_range, check_rates, checked_network
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.saturation import SATURATION_SHARE
@@ -89,7 +89,7 @@ def register(subparsers: Any) -> None:
 
 def _link(args: argparse.Namespace) -> tuple[float, float, str]:
     """(bandwidth bit/s, latency s, how to describe it)."""
-    bandwidth_bps, latency_s = resolve_link(args.bandwidth, None, load_network_option(args.network))
+    bandwidth_bps, latency_s = resolve_link(args.bandwidth, None, checked_network(args.network))
     return bandwidth_bps, latency_s, f" ({args.network})" if args.network else ""
 
 

@@ -17,9 +17,9 @@ from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_a
 from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
-from simcore.cli.guards import check_rates
+from simcore.cli.guards import check_rates, checked_network
 from simcore.cli.host_options import devices_and_intra_link
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, resolve_link
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
 from simcore.sim.config import MODES
@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
 
 def _bandwidth(args: argparse.Namespace) -> float:
     """B: the coarse models have no latency term, so a profile's fitted latency is not used."""
-    return resolve_link(args.bandwidth, None, load_network_option(args.network))[0]
+    return resolve_link(args.bandwidth, None, checked_network(args.network))[0]
 
 
 def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from simcore.cli.link_options import load_network_option
 from simcore.errors import ConfigError
+from simcore.network import NetworkProfile
+from simcore.units import check_bandwidth_range, check_duration_range
 
 
 def check_range(
@@ -23,6 +26,16 @@ def check_range(
     if not math.isfinite(value) or below or value > high:
         rule = f"{'>' if low_open else '>='} {low:g} and <= {high:g}"
         raise ConfigError(f"{name}: must be a finite number {rule}, got {value:g}")
+
+
+def checked_network(name_or_path: str | None) -> NetworkProfile | None:
+    """The profile ``--network`` names (None without it), its link in the range sgdsim
+    computes with; a ConfigError names the file and the field otherwise."""
+    profile = load_network_option(name_or_path)
+    if profile is not None:
+        check_bandwidth_range(f"{name_or_path}: bandwidth_bps", profile.bandwidth_bps)
+        check_duration_range(f"{name_or_path}: latency_s", profile.latency_s)
+    return profile
 
 
 MAX_SIMULATED_OPS = 1_000_000_000  # about an hour at the engine's usual few 100k ops/s

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simcore.cli.guards import check_range, check_rates, check_work
+from simcore.cli.guards import check_range, check_rates, check_work, checked_network
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -22,7 +22,7 @@ from simcore.cli.host_options import (
     topology_bandwidth_bps,
     workers_text,
 )
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, resolve_link
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         check_output(args.timeline, "--timeline", force=args.force)
-    network = load_network_option(args.network)
+    network = checked_network(args.network)
     try:  # every configuration is checked before anything runs
         configs = [build_config(args, w, network, topology) for w in counts]
     except ConfigError as err:

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from simcore.cli.guards import check_rates, check_work
+from simcore.cli.guards import check_rates, check_work, checked_network
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -22,7 +22,7 @@ from simcore.cli.host_options import (
     topology_bandwidth_bps,
     workers_text,
 )
-from simcore.cli.link_options import DEFAULT_BANDWIDTH, load_network_option, resolve_link
+from simcore.cli.link_options import DEFAULT_BANDWIDTH, resolve_link
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
     TimelineSpan,
@@ -171,7 +171,7 @@ def _workers(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, workers: int) -> SimulationConfig:
     bandwidth_bps, latency_s = resolve_link(
-        args.bandwidth, args.latency, load_network_option(args.network)
+        args.bandwidth, args.latency, checked_network(args.network)
     )
     topology = load_topology_option(args)
     bandwidth_bps = topology_bandwidth_bps(args, topology) or bandwidth_bps
