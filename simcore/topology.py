@@ -37,7 +37,7 @@ from typing import Any
 
 from simcore.errors import ConfigError, TraceError
 from simcore.sim.config import SimulationConfig
-from simcore.units import format_bandwidth
+from simcore.units import check_bandwidth_range, format_bandwidth
 
 __all__ = [
     "SCHEMA_NAME",
@@ -104,6 +104,7 @@ class Topology:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name}: must be a finite number of bit/s > 0, got {value!r}")
+            check_bandwidth_range(name, value)
         host = self.server_host
         if host is not None and (
             isinstance(host, bool) or not isinstance(host, int) or not 0 <= host < self.hosts

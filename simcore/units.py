@@ -15,6 +15,10 @@ Rules
   pass ``default_unit`` (for example ``default_unit="ms"``) to accept plain numbers in that unit.
 - Values must be finite and, with ``positive=True`` (the default), > 0; with ``positive=False``
   zero is accepted too. A negative quantity is never accepted.
+- Values must lie in the range sgdsim computes with (:data:`MIN_BANDWIDTH_BPS` to
+  :data:`MAX_BANDWIDTH_BPS`, sizes up to :data:`MAX_SIZE_BYTES`, durations up to
+  :data:`MAX_DURATION_S`): far beyond any real network or model, yet small enough that sums and
+  products of millions of them stay finite, so that a result is never inf, nan or zero.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from types import MappingProxyType
 from simcore.errors import ConfigError
 
 __all__ = [
+    "MAX_BANDWIDTH_BPS",
+    "MAX_DURATION_S",
+    "MAX_SIZE_BYTES",
+    "MIN_BANDWIDTH_BPS",
+    "check_bandwidth_range",
+    "check_duration_range",
     "format_bandwidth",
     "format_bytes",
     "format_seconds",
@@ -35,6 +45,11 @@ __all__ = [
     "parse_duration",
     "parse_size",
 ]
+
+MIN_BANDWIDTH_BPS = 1.0  # 1 bit/s
+MAX_BANDWIDTH_BPS = 1e18  # 1 Ebit/s
+MAX_SIZE_BYTES = 2**60  # 1 EiB
+MAX_DURATION_S = 1e9  # about 32 years
 
 _NUMBER_AND_UNIT = re.compile(
     r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S*)\s*$"
@@ -61,12 +76,17 @@ def _prefixed(base_units: Mapping[str, float]) -> Mapping[str, float]:
 
 @dataclass(frozen=True)
 class _Kind:
-    """What a quantity is called, its units (factor to the base unit) and how to describe it."""
+    """What a quantity is called, its units (factor to the base unit) and how to describe it,
+    and the range of values (in the base unit) sgdsim accepts, with their descriptions."""
 
     noun: str
     units: Mapping[str, float]
     examples: str
     accepted: str
+    low: float = 0.0  # the smallest value > 0 accepted
+    high: float = math.inf
+    low_text: str = ""
+    high_text: str = ""
 
 
 # Factors to bit/s.
@@ -75,6 +95,10 @@ _BANDWIDTH = _Kind(
     units=_prefixed({"bps": 1.0, "bit/s": 1.0, "b/s": 1.0, "Bps": 8.0, "B/s": 8.0}),
     examples="10Gbps, 1.25GB/s, 800Mbit/s",
     accepted="bps, bit/s, b/s (bits) or Bps, B/s (bytes), with a prefix k M G T or Ki Mi Gi Ti",
+    low=MIN_BANDWIDTH_BPS,
+    high=MAX_BANDWIDTH_BPS,
+    low_text="1 bit/s",
+    high_text="1e18 bit/s",
 )
 # Factors to bytes.
 _SIZE = _Kind(
@@ -83,6 +107,8 @@ _SIZE = _Kind(
     examples="512, 64KiB, 1MB, 4 GiB",
     accepted="B (bytes) or b, bit (bits), with a prefix k M G T or Ki Mi Gi Ti; "
     "a plain number is bytes",
+    high=MAX_SIZE_BYTES,
+    high_text="1 EiB (2**60 bytes)",
 )
 # Factors to seconds; both micro signs (U+00B5 and U+03BC) are accepted for microseconds.
 _DURATION = _Kind(
@@ -92,6 +118,8 @@ _DURATION = _Kind(
     ),
     examples="5ms, 20us, 1.5s, 100ns",
     accepted="s, ms, us, ns",
+    high=MAX_DURATION_S,
+    high_text="1e9 s",
 )
 
 
@@ -130,6 +158,10 @@ def _parse(
     if result < 0 or (positive and result == 0):
         rule = "> 0" if positive else ">= 0"
         raise ConfigError(f"{name}: {value!r} must be {rule}")
+    if 0 < result < kind.low:
+        raise ConfigError(f"{name}: {value!r} is below {kind.low_text}, the least sgdsim accepts")
+    if result > kind.high:
+        raise ConfigError(f"{name}: {value!r} is above {kind.high_text}, the most sgdsim accepts")
     return result, unit
 
 
@@ -254,6 +286,21 @@ def parse_duration(
     2e-05
     """
     return _parse(_DURATION, value, name, default_unit, positive)[0]
+
+
+def check_bandwidth_range(name: str, bps: float) -> None:
+    """ConfigError naming ``name`` unless ``bps`` (bit/s, from any source: an option, a network
+    profile, a topology) is in MIN_BANDWIDTH_BPS..MAX_BANDWIDTH_BPS (nan is outside too)."""
+    if not MIN_BANDWIDTH_BPS <= bps <= MAX_BANDWIDTH_BPS:
+        raise ConfigError(
+            f"{name}: {bps!r} bit/s is outside 1 bit/s .. 1e18 bit/s, the range sgdsim accepts"
+        )
+
+
+def check_duration_range(name: str, seconds: float) -> None:
+    """ConfigError naming ``name`` unless ``seconds`` is in 0..MAX_DURATION_S."""
+    if not 0 <= seconds <= MAX_DURATION_S:
+        raise ConfigError(f"{name}: {seconds!r} s is outside 0 .. 1e9 s, the range sgdsim accepts")
 
 
 def _three_digits(value: float) -> str:

@@ -29,6 +29,9 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "traces" / "cnn-b2.json"
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert f"folder {out.parent} does not exist" in capsys.readouterr().err  # as cp would say
+    out.parent.mkdir()
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 0
     assert f"wrote {out}: 14 layers, 45 ops/step, 2 steps" in capsys.readouterr().out
     trace = load_trace(out)

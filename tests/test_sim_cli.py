@@ -159,7 +159,7 @@ def test_unwritable_timeline_fails_before_simulating(
     args = ["simulate", str(trace_file), "--timeline", str(target), "--force", *FAST]
     assert main(args) == 2
     err = capsys.readouterr().err
-    expected = "is a directory" if where == "directory" else "cannot write"
+    expected = "is a directory" if where == "directory" else f"{trace_file} is not a folder"
     assert "--timeline: " in err and expected in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.json"]  # nothing left behind
 

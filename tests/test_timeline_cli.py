@@ -73,7 +73,7 @@ def test_profiled_against_one_simulated_worker(tmp_path: Path) -> None:
         (["--profiled", "--workers", "2", "-o", "x.png"], "--profiled: compares the profile"),
         (["--profiled", "--step", "99", "-o", "x.png"], "step 99 does not exist"),
         (["--bandwidth", "fast", "-o", "x.png"], "--bandwidth: 'fast' is not a bandwidth"),
-        (["-o", "x.png", "--chrome", "x.png"], "--chrome: x.png is also the figure's path"),
+        (["-o", "x.png", "--chrome", "x.png"], "--chrome: x.png: unknown extension '.png'"),
         (["--mode", "bulk", "-o", "x.png"], "argument --mode: invalid choice"),
     ],
 )

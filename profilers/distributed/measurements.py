@@ -36,7 +36,7 @@ from profilers.distributed.records import (
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
 from simcore.errors import ConfigError
-from simcore.files import atomic_output
+from simcore.files import atomic_output, read_json_file
 
 __all__ = [
     "MeasuredPoint",
@@ -217,7 +217,7 @@ def save_measurements(
     replaced only with ``overwrite``."""
     text = json.dumps(measurements_to_dict(m), separators=(",", ":"), allow_nan=False) + "\n"
     with atomic_output(path, overwrite=overwrite) as tmp:
-        if str(path).endswith(".gz"):
+        if str(path).lower().endswith(".gz"):
             # mtime=0: the same measurements give the same bytes
             tmp.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
         else:
@@ -228,13 +228,5 @@ def save_measurements(
 def load_measurements(path: str | os.PathLike[str]) -> Measurements:
     """Read :func:`save_measurements`'s file; ConfigError naming the file when it cannot."""
     target = Path(path)
-    try:
-        raw = target.read_bytes()
-        if raw[:2] == b"\x1f\x8b":  # gzip, whatever the name
-            raw = gzip.decompress(raw)
-        data = json.loads(raw.decode("utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{target}: no such file") from None
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{target}: cannot read validation measurements: {err}") from None
+    data = read_json_file(target, error=ConfigError, what="validation measurements")
     return measurements_from_dict(data, str(target))

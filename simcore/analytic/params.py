@@ -16,6 +16,7 @@ from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
 from simcore.trace.model import OpKind, Trace
 from simcore.trace.overhead import overhead_matrix
+from simcore.units import check_bandwidth_range
 
 __all__ = ["Cluster", "WorkerType", "bandwidth_of", "host_worker_type", "worker_type_from_trace"]
 
@@ -69,6 +70,9 @@ class WorkerType:
         return 8.0 * self.model_nbytes / bandwidth_bps
 
 
+MIN_COMPUTE_S = 1e-9  # the simulator's MIN_STEP_S, for the same reason
+
+
 def worker_type_from_trace(trace: Trace) -> WorkerType:
     """T_F, T_B, T_S (means over the profiled steps of the per-op sums) and M of ``trace``.
 
@@ -76,6 +80,12 @@ def worker_type_from_trace(trace: Trace) -> WorkerType:
     (``overhead:begin`` and ``overhead:end``, ``simcore.trace.overhead``) count as worker
     computation, in T_F and T_B respectively, as the simulator runs them before the forward pass
     and after the backward pass; other ops of kind ``other`` are not counted.
+
+    Raises
+    ------
+    ConfigError
+        If T_F + T_B is below MIN_COMPUTE_S: a step of one ring worker would take no time, and
+        the models' throughput would be unbounded.
     """
     steps = range(trace.n_steps)
 
@@ -84,10 +94,18 @@ def worker_type_from_trace(trace: Trace) -> WorkerType:
 
     overhead = overhead_matrix(trace)
     begin_s, end_s = (0.0, 0.0) if overhead is None else overhead.mean(axis=0)
+    forward_s = mean(OpKind.FORWARD) + float(begin_s)
+    backward_s = mean(OpKind.BACKWARD) + float(end_s)
+    compute_s = forward_s + backward_s
+    if not compute_s >= MIN_COMPUTE_S:
+        raise ConfigError(
+            f"{trace.source}: the forward and backward passes take {compute_s:g} s per step; "
+            f"the coarse models need at least {MIN_COMPUTE_S:g} s, or throughput is unbounded"
+        )
     return WorkerType(
         name=trace.metadata.model_name,
-        forward_s=mean(OpKind.FORWARD) + float(begin_s),
-        backward_s=mean(OpKind.BACKWARD) + float(end_s),
+        forward_s=forward_s,
+        backward_s=backward_s,
         update_s=mean(OpKind.UPDATE),
         model_nbytes=sum(op.nbytes or 0 for op in trace.ops_of_kind(OpKind.PULL)),
         batch_size=trace.metadata.batch_size,
@@ -120,6 +138,7 @@ def host_worker_type(
             f"{devices_per_host}, got {intra_bandwidth_bps!r}"
         )
     g = devices_per_host
+    check_bandwidth_range("intra_bandwidth_bps", intra_bandwidth_bps)
     intra_s = (g - 1) / g * worker.transfer_s(intra_bandwidth_bps)
     return dataclasses.replace(
         worker,
@@ -163,6 +182,7 @@ class Cluster:
         b = self.bandwidth_bps
         if not (isinstance(b, int | float) and math.isfinite(b) and b > 0):
             raise ConfigError(f"bandwidth_bps: must be a finite number > 0, got {b!r}")
+        check_bandwidth_range("bandwidth_bps", b)
 
     @classmethod
     def homogeneous(cls, worker: WorkerType, workers: int, bandwidth_bps: float) -> Cluster:

@@ -18,6 +18,7 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
+from simcore.cli.guards import check_range, check_rates
 from simcore.cli.link_options import (
     DEFAULT_BANDWIDTH,
     NETWORK_HELP,
@@ -32,6 +33,8 @@ from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
+
+MAX_PRICE = 1e12  # per machine-hour
 
 # The library names its parameters; the CLI user knows them as options.
 OPTION_OF = {
@@ -93,6 +96,13 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
+    check_range("--price", args.price, 0, MAX_PRICE)
+    sizes = _sizes(args.devices_per_host)
+    if args.machines >= 1 and min(sizes) > args.machines:
+        raise ConfigError(
+            f"--devices-per-host: no host of {args.devices_per_host} devices fits the budget of "
+            f"--machines {args.machines} (which then counts devices)"
+        )
     link = link_settings(args)
     bandwidth_bps, latency_s = link.bandwidth_bps.value, link.latency_s.value
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
@@ -109,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             latency_s=latency_s,
             progress=progress,
-            devices_per_host=_sizes(args.devices_per_host),
+            devices_per_host=sizes,
             intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
             flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
             replications=args.replications,
@@ -120,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if name not in OPTION_OF:
             raise
         raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
+    check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
         doc = advice_to_dict(advice, trace, args, latency_s)
         doc["link"] = advice_link_dict(link)

@@ -17,6 +17,7 @@ from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_a
 from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
+from simcore.cli.guards import check_rates
 from simcore.cli.host_options import devices_and_intra_link
 from simcore.cli.link_options import (
     DEFAULT_BANDWIDTH,
@@ -137,6 +138,12 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     worker = _host(args, worker_type_from_trace(trace), topology)
     rows = [analyze_row(args, worker, w, b, _ring_b(args, link, w)) for w in counts]
+    columns = SYNC_COLUMNS if args.mode == "sync" else ASYNC_COLUMNS
+    check_rates(
+        (f"--workers {row['workers']}, {name} model", row[name]["examples_per_s"])
+        for row in rows
+        for name in columns
+    )
     if args.json:
         doc = {
             "trace": trace.source,

@@ -9,11 +9,14 @@ import argparse
 import dataclasses
 from typing import Any
 
+from simcore.cli.guards import check_range
 from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.units import parse_bandwidth
+
+MAX_CORES = 1e6  # --host-cores, --worker-cores
 
 
 def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> None:
@@ -113,6 +116,8 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
+    check_range("--host-cores", args.host_cores, 0, MAX_CORES, low_open=True)
+    check_range("--worker-cores", args.worker_cores, 0, MAX_CORES, low_open=True)
     if args.server_host is not None:
         changes["server_host"] = args.server_host
     elif topology is not None and topology.server_host is not None and not ring:

@@ -16,9 +16,16 @@ from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings, Sourced
 from simcore.network import NetworkProfile, profile_note
 from simcore.network_io import load_network_profile
-from simcore.units import parse_bandwidth, parse_duration
+from simcore.units import (
+    check_bandwidth_range,
+    check_duration_range,
+    parse_bandwidth,
+    parse_duration,
+)
 
 DEFAULT_BANDWIDTH = "10Gbps"
+MAX_COMM_CPU_NS = 1e9  # --comm-cpu, ns per byte
+MAX_FLOW_WEIGHT_CV = 100.0  # --flow-weight-cv; measured links show 0.05-0.3
 NETWORK_HELP = (
     "measured network profile, a file or sample (`sgdsim network show`): its bandwidth, "
     "per-transfer latency, flow weight cv, transfer CPU cost and ring goodput, unless options "
@@ -52,8 +59,14 @@ def add_effect_options(p: argparse.ArgumentParser, *, cpu: bool = True) -> None:
 
 
 def load_network_option(name_or_path: str | None) -> NetworkProfile | None:
-    """The profile ``--network`` names, or None when it was not given."""
-    return load_network_profile(name_or_path) if name_or_path else None
+    """The profile ``--network`` names (None without it), its link in the range sgdsim
+    computes with; a ConfigError names the file and the field otherwise."""
+    if not name_or_path:
+        return None
+    profile = load_network_profile(name_or_path)
+    check_bandwidth_range(f"{name_or_path}: bandwidth_bps", profile.bandwidth_bps)
+    check_duration_range(f"{name_or_path}: latency_s", profile.latency_s)
+    return profile
 
 
 def link_settings(
@@ -121,8 +134,11 @@ def _flow_weight_cv(
 ) -> Sourced[float]:
     value = getattr(args, "flow_weight_cv", None)
     if value is not None:
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"--flow-weight-cv: must be a number >= 0, got {value:g}")
+        if not (math.isfinite(value) and 0 <= value <= MAX_FLOW_WEIGHT_CV):
+            raise ConfigError(
+                f"--flow-weight-cv: must be a number >= 0 and <= {MAX_FLOW_WEIGHT_CV:g}, "
+                f"got {value:g}"
+            )
         return Sourced(float(value), "--flow-weight-cv")
     if profile is not None and name is not None and profile.flow_sharing is not None:
         return Sourced(profile.flow_sharing.weight_cv, name)
@@ -134,8 +150,11 @@ def _comm_cpu(
 ) -> Sourced[float]:
     value = getattr(args, "comm_cpu", None)
     if value is not None:
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"--comm-cpu: must be >= 0 ns per byte, got {value:g}")
+        if not (math.isfinite(value) and 0 <= value <= MAX_COMM_CPU_NS):
+            raise ConfigError(
+                f"--comm-cpu: must be >= 0 ns per byte and <= {MAX_COMM_CPU_NS:g} (1 s per "
+                f"byte), got {value:g}"
+            )
         return Sourced(value * 1e-9, "--comm-cpu")
     if profile is not None and name is not None and profile.transfer_cpu is not None:
         return Sourced(profile.transfer_cpu.s_per_byte, name)

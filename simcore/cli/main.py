@@ -2,16 +2,23 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds a parser and
 sets ``handler``: a function taking the parsed arguments and returning an exit code. Errors that
-sgdsim raises on purpose become one line on stderr and exit code 2; no traceback reaches the user.
+sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 2. Numpy
+floating-point problems and RuntimeWarnings are errors too (outside the torch commands), so a
+number that went wrong is refused rather than printed; they are a last resort behind the input
+checks. A closed stdout pipe ends quietly with 141, Ctrl-C with 130. No traceback reaches the user.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
+
+import numpy as np
 
 from simcore import __version__
 from simcore.errors import SgdsimError
@@ -28,8 +35,12 @@ COMMAND_MODULES = (
     "simcore.cli.validate_cmd",
 )
 
+# Commands whose work runs torch: numeric warnings are errors in every other command.
+TORCH_COMMANDS = ("profile", "validate", "network")
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `yes | head -1` leaves in ${PIPESTATUS[0]}
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -39,7 +50,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        print(f"sgdsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"sgdsim: error: {one_line(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -63,17 +74,72 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    _tolerant_output()
     try:
-        code: int = args.handler(args)
-    except SgdsimError as err:
-        print(f"sgdsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        args = build_parser().parse_args(argv)
+        return _run(args)
+    except BrokenPipeError:
+        # The reader went away (`sgdsim ... | head`): end quietly, as a command killed by SIGPIPE
+        # would. stdout points at /dev/null so that Python's final flush cannot fail again.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("sgdsim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The handler, with errors a user can cause as one line on stderr."""
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"), warnings.catch_warnings():
+            if args.command not in TORCH_COMMANDS:  # torch's own warnings are not ours to judge
+                warnings.simplefilter("error", RuntimeWarning)  # numpy's "mean of empty slice"
+            code: int = args.handler(args)
+        sys.stdout.flush()  # here, so that a closed pipe is noticed inside main
+    except SgdsimError as err:
+        return _error(str(err))
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # the file system refused something the checks could not foresee
+        where = f"{err.filename}: " if err.filename else ""
+        return _error(f"{where}{err.strerror or err}")
+    except RecursionError:  # a structure deeper than the input checks foresaw
+        return _error("an input is nested too deeply for sgdsim to process")
+    except MemoryError:
+        return _error("out of memory; ask for a smaller run (fewer --workers, --steps, ...)")
+    except (ArithmeticError, RuntimeWarning) as err:  # overflow, division by zero, nan
+        return _error(
+            f"the computation failed ({err}); an input is out of the range sgdsim handles "
+            "(see `Command line` in the README)"
+        )
     return code
+
+
+def _error(message: str) -> int:
+    print(f"sgdsim: error: {one_line(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def one_line(message: str) -> str:
+    """``message`` with line breaks (say, in a file name) escaped: an error is one line."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _tolerant_output() -> None:
+    """Print what cannot be encoded (a lone surrogate in a trace's names, a file name that is not
+    UTF-8) as a backslash escape instead of failing with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture)
+        pass
 
 
 if __name__ == "__main__":

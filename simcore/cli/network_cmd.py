@@ -12,6 +12,7 @@ from typing import Any
 
 from profilers.network_measure import add_measure_arguments, measure_profile, options_from_args
 from simcore.cli.progress import Progress
+from simcore.files import check_output
 from simcore.network import network_profile_table
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
 
@@ -40,6 +41,8 @@ def register(subparsers: Any) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before torch loads and the measurement runs, not after
+        check_output(args.out, "-o/--out", force=args.force)
     profile = measure_profile(
         options_from_args(args),
         progress=Progress("network", "message sizes", enabled=not args.quiet),

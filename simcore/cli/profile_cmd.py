@@ -9,10 +9,12 @@ import argparse
 from typing import Any
 
 from simcore.cli.progress import Progress
-from simcore.errors import ConfigError
-from simcore.files import refuse_existing
+from simcore.errors import ConfigError, ProfilingError, SgdsimError
+from simcore.files import check_output
 from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
+
+MAX_PROFILE_STEPS = 10_000  # --steps and --warmup: more is hours of profiling and a huge trace
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +39,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--num-classes", type=int, help="classes of the synthetic labels")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
-    parser.add_argument("-o", "--out", help="output trace file (.json)")
+    parser.add_argument("-o", "--out", help="output trace file (.json, or .json.gz compressed)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(handler=run)
@@ -59,32 +61,36 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import profilers  # torch loads here, only for this command
-    from profilers import models
+    if not args.list_models:  # checked before torch loads and minutes of profiling, not after
+        if args.out is None:
+            raise ConfigError(
+                "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
+            )
+        out = check_output(args.out, "-o/--out", force=args.force)
+        shape = parse_shape(args.input_shape)
+        for option, value in (("--steps", args.steps), ("--warmup", args.warmup)):
+            if value > MAX_PROFILE_STEPS:
+                raise ConfigError(
+                    f"{option}: {value} steps is more than the {MAX_PROFILE_STEPS} sgdsim profiles"
+                )
+    from profilers import models  # torch loads here, only for this command
 
     if args.list_models:
         for name, spec in models.MODELS.items():
             print(f"{name:<18} {spec.description}")
         return 0
-    if args.out is None:
-        raise ConfigError(
-            "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
-        )
-    out = refuse_existing(args.out, args.force)  # before minutes of profiling, not after
     model: Any = args.model if args.model else models.load_factory(args.model_path)
     name = args.model or args.model_path.rsplit(":", 1)[-1]
-    trace = profilers.profile_model(
-        model,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        warmup=args.warmup,
-        device=args.device,
-        input_shape=parse_shape(args.input_shape),
-        num_classes=args.num_classes,
-        model_name=name,
-        seed=args.seed,
-        progress=Progress(f"profiling {name}", "steps", enabled=not args.quiet),
-    )
+    try:
+        trace = _profile(args, model, name, shape)
+    except SgdsimError:
+        raise
+    except (RuntimeError, MemoryError) as err:  # e.g. a batch that does not fit in memory
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ProfilingError(
+            f"--batch-size: profiling {name} with {args.batch_size} examples per step failed: "
+            f"{first_line}"
+        ) from None
     path = save_trace(trace, out, overwrite=args.force)
     summary = summarize(trace)
     fwd, bwd = summary.phase_s["forward"].mean, summary.phase_s["backward"].mean
@@ -95,3 +101,21 @@ def run(args: argparse.Namespace) -> int:
         f"fixed overhead {overhead * 1e3:.2f} ms per step"
     )
     return 0
+
+
+def _profile(args: argparse.Namespace, model: Any, name: str, shape: tuple[int, ...] | None) -> Any:
+    """The trace of ``model`` profiled as the options say."""
+    import profilers
+
+    return profilers.profile_model(
+        model,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        warmup=args.warmup,
+        device=args.device,
+        input_shape=shape,
+        num_classes=args.num_classes,
+        model_name=name,
+        seed=args.seed,
+        progress=Progress(f"profiling {name}", "steps", enabled=not args.quiet),
+    )

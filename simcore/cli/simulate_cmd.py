@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -39,7 +39,7 @@ from simcore.cli.seeds import (
 )
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
-from simcore.files import refuse_existing
+from simcore.files import check_output, read_json_file
 from simcore.link_settings import LinkSettings
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
@@ -48,7 +48,7 @@ from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
-from simcore.trace.io import load_trace, read_json, write_json_atomic
+from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
     format_bandwidth,
@@ -58,6 +58,9 @@ from simcore.units import (
 )
 
 MAX_WORKERS_LISTED = 4096
+DEFAULT_BATCHES = 10
+MAX_JITTER_CV = 100.0  # beyond it lognormal draws overflow; real profiles show cv < 1
+MAX_SPEED_FACTOR = 1e6  # --speed: 1e-6 to 1e6 times the profiled speed
 PROGRESS_MIN_OPS = 2_000_000  # simulated ops; about 5 s at the engine's usual rate
 
 
@@ -103,7 +106,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     add_replications_options(p)
-    p.add_argument("--batches", type=int, default=10, help="batches for batch means")
+    p.add_argument(
+        "--batches",
+        type=int,
+        help=f"batches for batch means, at most the measured steps (default {DEFAULT_BATCHES}, "
+        "or one per measured step if there are fewer)",
+    )
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
     p.add_argument(
         "--cap-mode",
@@ -119,7 +127,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
     p.add_argument(
-        "--parse-alpha", type=float, default=0.0, help="parsing overhead per byte, seconds/byte"
+        "--parse-alpha",
+        type=float,
+        default=0.0,
+        help="parsing overhead per byte, seconds/byte (0 to 1)",
     )
     p.add_argument("--parse-beta", default="0s", help="parsing overhead per transfer, e.g. 50us")
     p.add_argument(
@@ -155,7 +166,9 @@ def register(subparsers: Any) -> None:
     add_host_options(p)
     add_effect_options(p, cpu=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--timeline", help="write the simulated timeline to this JSON file")
+    p.add_argument(
+        "--timeline", help="write the simulated timeline to this .json (or .json.gz) file"
+    )
     p.add_argument(
         "--timeline-format",
         choices=("chrome", "records"),
@@ -186,13 +199,18 @@ def parse_workers(text: str) -> list[int]:
     return counts
 
 
-def _floats(text: str | None, name: str) -> tuple[float, ...] | None:
+def _speeds(text: str | None, name: str) -> tuple[float, ...] | None:
+    """Speed factors, each from 1/MAX_SPEED_FACTOR to MAX_SPEED_FACTOR."""
     if text is None:
         return None
     try:
-        return tuple(float(x) for x in text.split(","))
+        speeds = tuple(float(x) for x in text.split(","))
     except ValueError:
         raise ConfigError(f"{name}: {text!r} is not a comma-separated list of numbers") from None
+    low, high = 1 / MAX_SPEED_FACTOR, MAX_SPEED_FACTOR
+    if not all(low <= v <= high for v in speeds):  # also refuses nan
+        raise ConfigError(f"{name}: {text!r} must be factors from {low:g} to {high:g}")
+    return speeds
 
 
 def _ints(text: str | None, name: str) -> tuple[int, ...] | None:
@@ -207,7 +225,8 @@ def _ints(text: str | None, name: str) -> tuple[int, ...] | None:
 def _placement(text: str) -> str | dict[str, int]:
     if text in ("greedy", "round-robin"):
         return text
-    data = read_json(Path(text)) if Path(text).is_file() else None
+    path = Path(text)
+    data = read_json_file(path, what="the --placement file") if path.is_file() else None
     if not isinstance(data, dict):
         raise ConfigError(
             f"--placement: {text!r} is not greedy, round-robin or a JSON file {{layer: server}}"
@@ -234,6 +253,8 @@ def build_config(
     ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
     (``--topology``) the host settings that the host options leave open.
     """
+    check_range("--parse-alpha", args.parse_alpha, 0, 1)
+    check_range("--jitter-cv", args.jitter_cv, 0, MAX_JITTER_CV)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
@@ -244,7 +265,7 @@ def build_config(
         warmup_steps=args.warmup,
         seed=args.seed,
         replications=replications_option(args),
-        batches=args.batches,
+        batches=DEFAULT_BATCHES if args.batches is None else args.batches,
         flow_cap_bps=None
         if args.flow_cap is None
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
@@ -258,7 +279,7 @@ def build_config(
         worker_bandwidth_bps=None
         if args.worker_bandwidth is None
         else parse_bandwidth(args.worker_bandwidth, name="--worker-bandwidth"),
-        speed_factors=_floats(args.speed, "--speed"),
+        speed_factors=_speeds(args.speed, "--speed"),
         worker_types=_ints(args.worker_types, "--worker-types"),
         jitter=args.jitter,
         jitter_cv=args.jitter_cv,
@@ -274,22 +295,31 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
-        _check_writable(Path(args.timeline), args.force)
+        check_output(args.timeline, "--timeline", force=args.force)
     link = command_link(args, topology)
     try:  # every configuration is checked before anything runs
         configs = [build_config(args, w, link, topology) for w in counts]
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
+    total = sum(_work(c) for c in configs)
+    ops_per_step = max(len(t.ops) for t in traces)
+    work = total * ops_per_step
+    # Before validate(), whose checks alone take minutes for 1e8 workers.
+    check_work(work, ops_per_step, "--workers x --steps x --replications")
     for config in configs:
-        validate(traces, config)
+        try:
+            validate(traces, config)
+        except ConfigError as err:
+            raise _as_option_error(err) from err
+        if args.batches is not None:
+            _check_batches(config)
     available = available_memory_bytes()
     if available is not None:  # refuse what this machine cannot hold, before anything runs
         try:  # memory grows with W alone between the configs of a sweep
             check_memory(traces, max(configs, key=lambda c: c.workers), available)
         except ConfigError as err:
             raise _as_option_error(err) from err
-    total = sum(_work(c) for c in configs)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
     progress = Progress(
@@ -303,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
     for config in configs:
         results.append(simulate(traces, config, progress=_offset(progress, done, total)))
         done += _work(config)
+    check_rates((f"--workers {r.config.workers}", r.examples_per_s.value) for r in results)
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
     if args.json:
@@ -341,21 +372,15 @@ def link_text(link: LinkSettings, results: list[SimulationResult]) -> str:
     return "\n".join([*described, *([link.note] if link.note else [])])
 
 
-def _check_writable(path: Path, force: bool) -> None:
-    """ConfigError unless ``path`` can be written (before a run, not after it)."""
-    if path.is_dir():
-        raise ConfigError(f"--timeline: {path} is a directory; give a file name")
-    refuse_existing(path, force)
-    folder = path.parent
-    while not folder.exists():  # the writer creates missing folders inside the nearest one
-        folder = folder.parent
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as err:
+def _check_batches(config: SimulationConfig) -> None:
+    """ConfigError if batch means would get fewer measured steps than the --batches asked for."""
+    measured = config.steps - config.warmup_steps
+    if config.replication_count == 1 and config.batches > measured:
         raise ConfigError(
-            f"--timeline: cannot write {path}: {folder}: {err.strerror or err}"
-        ) from err
+            f"--batches: {config.batches} batches of {measured} measured steps per worker "
+            f"(--steps {config.steps} minus --warmup {config.warmup_steps}); give at most "
+            f"{measured} batches or more --steps"
+        )
 
 
 def _work(config: SimulationConfig) -> int:
@@ -431,6 +456,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
 # SimulationConfig fields the user knows as options of their own name.
 OPTION_OF = {
     "workers": "--workers",
+    "seed": "--seed",
     "steps": "--steps",
     "warmup_steps": "--warmup",
     "replications": "--replications",

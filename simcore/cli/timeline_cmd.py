@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
+from simcore.cli.guards import check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -37,7 +37,7 @@ from simcore.export.chrome import (
     profiled_step_spans,
     simulated_spans,
 )
-from simcore.files import refuse_existing
+from simcore.files import FIGURE_SUFFIXES, check_output
 from simcore.link_settings import LinkSettings
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
@@ -111,8 +111,10 @@ def register(subparsers: Any) -> None:
         help="draw the profiled step above the simulated one-worker step instead",
     )
     p.add_argument("--step", type=int, default=0, help="profiled step for --profiled (default 0)")
-    p.add_argument("-o", "--out", help="output PNG")
-    p.add_argument("--chrome", help="also write what is shown as Chrome Trace Event JSON")
+    p.add_argument("-o", "--out", help="output figure: .png, .svg or .pdf")
+    p.add_argument(
+        "--chrome", help="also write what is shown as Chrome Trace Event JSON (.json, .json.gz)"
+    )
     p.add_argument("--title", help="figure title (default: what was simulated)")
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
     add_host_options(p, hosts_list=False)
@@ -122,15 +124,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = [Path(p) for p in (args.out, args.chrome) if p is not None]
-    if not outputs:
+    if args.out is None and args.chrome is None:
         raise ConfigError("-o/--out: give an output PNG, or --chrome FILE, or both")
-    if args.out is not None and args.chrome is not None and Path(args.out) == Path(args.chrome):
-        raise ConfigError(f"--chrome: {args.chrome} is also the figure's path (-o)")
-    for path in outputs:
-        if path.is_dir():
-            raise ConfigError(f"{path}: is a directory; give a file name")
-        refuse_existing(path, args.force)
+    if args.out is not None:
+        check_output(args.out, "-o/--out", force=args.force, suffixes=FIGURE_SUFFIXES)
+    if args.chrome is not None:
+        check_output(args.chrome, "--chrome", force=args.force)
     workers = _workers(args)
     window = _span(args.window, "--window") if args.window else None
     time_s = _time_window(args.time) if args.time else None
@@ -157,8 +156,11 @@ def run(args: argparse.Namespace) -> int:
         args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
     )
     config = _config(args, workers, link, topology)
+    ops = len(trace.ops)
+    check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
     validate(trace, config)
     result = simulate(trace, config)
+    check_rates([(f"--workers {workers}", result.examples_per_s.value)])
     if args.profiled:
         _profiled(args, trace, result)
     else:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, profiled_step_spans
+from simcore.files import check_output
 from simcore.trace.io import load_trace, sample_names, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
@@ -26,7 +28,9 @@ def register(subparsers: Any) -> None:
 
     export = actions.add_parser("export-chrome", help="a profiled step as Chrome Trace Event JSON")
     export.add_argument("trace", help="trace file or shipped sample name")
-    export.add_argument("-o", "--out", required=True, help="output .json (opens in Perfetto UI)")
+    export.add_argument(
+        "-o", "--out", required=True, help="output .json or .json.gz (opens in Perfetto UI)"
+    )
     export.add_argument("--step", type=int, default=0, help="which profiled step (default 0)")
     export.add_argument("--force", action="store_true", help="overwrite an existing output file")
     export.set_defaults(handler=run_export_chrome)
@@ -42,12 +46,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    if args.layers < 0:
+        raise ConfigError(f"--layers: must be an integer >= 0, got {args.layers}")
     trace = load_trace(args.trace)
-    print(format_summary(trace, summarize(trace), max(0, args.layers)))
+    print(format_summary(trace, summarize(trace), args.layers))
     return 0
 
 
 def run_export_chrome(args: argparse.Namespace) -> int:
+    check_output(args.out, "-o/--out", force=args.force)
     trace = load_trace(args.trace)
     spans = profiled_step_spans(trace, args.step)
     metadata = {

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simcore.cli.link_options import link_settings
-from simcore.errors import SgdsimError
-from simcore.files import refuse_existing
+from simcore.errors import ConfigError, SgdsimError
+from simcore.files import check_output
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.units import parse_bandwidth
 
@@ -132,7 +132,7 @@ def register(subparsers: Any) -> None:
     )
     add_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.add_argument("-o", "--out", help="also write the solo trace to this file (.json)")
+    p.add_argument("-o", "--out", help="also write the solo trace to this file (.json or .json.gz)")
     p.add_argument(
         "--save-runs",
         metavar="FILE",
@@ -189,9 +189,21 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
-    for path in (args.out, args.save_runs, args.save_network):
-        if path:
-            refuse_existing(path, args.force)  # fail before minutes of training, not after
+    # Checked before minutes of training, not after.
+    if args.out is not None:
+        check_output(args.out, "-o/--out", force=args.force)
+    if args.save_runs is not None:
+        check_output(args.save_runs, "--save-runs", force=args.force)
+        if args.out is not None and Path(args.out).resolve() == Path(args.save_runs).resolve():
+            raise ConfigError(f"--save-runs: {args.save_runs} is also the trace's path (-o)")
+        if args.from_runs:
+            raise ConfigError(
+                f"--save-runs: not with --from-runs ({args.from_runs} holds the runs already)"
+            )
+    if args.save_network is not None:
+        check_output(args.save_network, "--save-network", force=args.force)
+    if not args.from_runs:
+        _check_run_sizes(args)
     if args.save_runs and not args.from_runs:
         report = validate_keeping_runs(args, Path(args.save_runs))
     else:
@@ -209,6 +221,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report_text(report))
     return 0
+
+
+# Limits of a validation run here: more is days of training or more ranks than a machine holds.
+RUN_LIMITS = {"workers_max": 64, "repetitions": 100, "steps": 100_000, "warmup": 100_000}
+
+
+def _check_run_sizes(args: argparse.Namespace) -> None:
+    for key, limit in RUN_LIMITS.items():
+        value = getattr(args, key)
+        if value > limit:
+            option = "--" + key.replace("_", "-")
+            raise ConfigError(f"{option}: {value} is more than the {limit} a validation runs")
 
 
 def validate_keeping_runs(args: argparse.Namespace, path: Path) -> ValidationReport:

@@ -30,12 +30,14 @@ def new_figure(
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write ``fig`` as PNG atomically; an existing file is replaced only with ``overwrite``.
-    The figure is closed afterwards, so callers can draw many without leaking memory."""
+    """Write ``fig`` atomically as SVG or PDF if ``path`` ends so, else as PNG; an existing file
+    is replaced only with ``overwrite``. The figure is closed afterwards, so callers can draw many
+    without leaking memory."""
     target = Path(path)
+    kind = target.suffix.lower().lstrip(".")
     try:
         with atomic_output(target, overwrite=overwrite) as tmp:
-            fig.savefig(tmp, format="png")
+            fig.savefig(tmp, format=kind if kind in ("svg", "pdf") else "png")
     finally:
         pyplot().close(fig)
     return target

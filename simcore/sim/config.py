@@ -17,6 +17,7 @@ from simcore.errors import ConfigError
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.trace.model import Trace
+from simcore.units import check_bandwidth_range, check_duration_range
 
 ARCHS = ("ps", "allreduce")
 MODES = ("async", "sync")
@@ -25,6 +26,7 @@ JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
 OVERLAPS = ("layerwise", "none")
 HYBRID = "hybrid"
+MAX_SERVERS = 1024  # parameter servers; far more than layers of real models, and quick to place
 
 # Replications the CLI and the reports run by default. Async-SGD: identical workers settle in
 # lock-step or in pipelined phases depending on the seed (simcore.sim.phases), so one run's
@@ -265,13 +267,17 @@ def _validate(config: SimulationConfig) -> None:
         _int_at_least(config, name, low)
     if config.replications is not None:
         _int_at_least(config, "replications", 1)
+    if config.servers > MAX_SERVERS:
+        raise ConfigError(f"servers: must be at most {MAX_SERVERS}, got {config.servers}")
     if config.steps <= config.warmup_steps:
         raise ConfigError(
             f"steps: must be greater than warmup_steps ({config.warmup_steps}), got {config.steps}"
         )
     _positive("bandwidth_bps", config.bandwidth_bps)
+    check_bandwidth_range("bandwidth_bps", config.bandwidth_bps)
     if config.worker_bandwidth_bps is not None:
         _positive("worker_bandwidth_bps", config.worker_bandwidth_bps)
+        check_bandwidth_range("worker_bandwidth_bps", config.worker_bandwidth_bps)
     _one_of("arch", config.arch, ARCHS)
     _one_of("mode", config.mode, MODES)
     _one_of("cap_mode", config.cap_mode, CAP_MODES)
@@ -296,6 +302,8 @@ def _validate(config: SimulationConfig) -> None:
         "comm_cpu_s_per_byte",
     ):
         _positive(name, getattr(config, name), zero_ok=True)
+    check_duration_range("latency_s", config.latency_s)
+    check_duration_range("parse_beta_s", config.parse_beta_s)
     if config.flow_weight_cv > 0 and (config.arch != "ps" or config.policy_name != "ps"):
         raise ConfigError(
             f"flow_weight_cv: weights apply to a parameter server's processor-sharing link "
@@ -305,6 +313,7 @@ def _validate(config: SimulationConfig) -> None:
     _validate_per_worker(config)
     if config.intra_bandwidth_bps is not None:
         _positive("intra_bandwidth_bps", config.intra_bandwidth_bps)
+        check_bandwidth_range("intra_bandwidth_bps", config.intra_bandwidth_bps)
     elif config.devices_per_host > 1:
         raise ConfigError(
             f"intra_bandwidth_bps: needed with devices_per_host={config.devices_per_host} "
@@ -365,6 +374,7 @@ def _validate_per_worker(config: SimulationConfig) -> None:
     if cap is not None:
         for value in cap if isinstance(cap, tuple) else (cap,):
             _positive("flow_cap_bps", value)
+            check_bandwidth_range("flow_cap_bps", value)
         _per_worker(config, "flow_cap_bps")
     if config.speed_factors is not None:
         _per_worker(config, "speed_factors")

@@ -5,6 +5,7 @@ The rest of ``simcore`` never touches files; this module and the CLI do.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from importlib import resources
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.errors import ConfigError, TraceError
-from simcore.files import atomic_output
+from simcore.files import atomic_output, read_json_file
 from simcore.gc_pause import gc_paused
 from simcore.trace.model import Trace
 from simcore.trace.parse import trace_from_dict, trace_to_dict
@@ -30,29 +31,33 @@ def sample_names(package: str = SAMPLE_TRACE_PACKAGE) -> list[str]:
 def resolve_path(name_or_path: str | os.PathLike[str], package: str = SAMPLE_TRACE_PACKAGE) -> Path:
     """A file path for ``name_or_path``: an existing file, or the name of a shipped sample."""
     path = Path(name_or_path)
+    try:
+        return _resolve(path, str(name_or_path), package)
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise ConfigError(f"{name_or_path}: {err.strerror or err}") from None
+
+
+def _resolve(path: Path, typed: str, package: str) -> Path:
+    if not typed:
+        raise ConfigError("'': an empty name; give a file path or the name of a shipped sample")
     if path.is_file():
         return path
     candidate = resources.files(package).joinpath(f"{path.name.removesuffix('.json')}.json")
-    if str(name_or_path) == path.name and candidate.is_file():
+    if typed == path.name and candidate.is_file():
         return Path(str(candidate))
     if path.exists():
-        raise ConfigError(f"{path}: is not a file")
+        raise ConfigError(
+            f"{typed}: is a directory, not a file"
+            if path.is_dir()
+            else f"{typed}: is not a regular file"
+        )
     names = ", ".join(sample_names(package)) or "(none shipped)"
-    raise ConfigError(f"{name_or_path}: no such file, and not a shipped sample; samples: {names}")
+    raise ConfigError(f"{typed}: no such file, and not a shipped sample; samples: {names}")
 
 
 def read_json(path: Path) -> Any:
-    """Decode a JSON file, turning I/O and syntax problems into one clear TraceError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise TraceError(f"{path}: cannot read: {err.strerror or err}") from err
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TraceError(
-            f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
-        ) from err
+    """Decode a JSON file (gzip-compressed or not); any problem is one TraceError naming it."""
+    return read_json_file(path, error=TraceError)
 
 
 def load_trace(name_or_path: str | os.PathLike[str]) -> Trace:
@@ -63,14 +68,18 @@ def load_trace(name_or_path: str | os.PathLike[str]) -> Trace:
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, overwrite: bool = False) -> Path:
-    """Write ``data`` as JSON so that ``path`` is either the old file or the complete new one.
+    """Write ``data`` as JSON so that ``path`` is either the old file or the complete new one;
+    gzip-compressed when ``path`` ends in ``.gz``.
 
     Raises ConfigError if ``path`` exists and ``overwrite`` is false, so nothing a user made is
     replaced silently.
     """
-    with atomic_output(path, overwrite=overwrite) as tmp, tmp.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, separators=(",", ":"), allow_nan=False)
-        handle.write("\n")
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
+    with atomic_output(path, overwrite=overwrite) as tmp, tmp.open("wb") as handle:
+        if str(path).lower().endswith(".gz"):  # mtime=0: the same data gives the same bytes
+            handle.write(gzip.compress(text.encode("utf-8"), mtime=0))
+        else:
+            handle.write(text.encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
     return Path(path)

@@ -6,7 +6,6 @@ the field, the offending value and what was expected; see ``simcore/trace/FORMAT
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -27,7 +26,9 @@ from simcore.trace.model import (
     TraceMetadata,
     _frozen_mapping,
 )
+from simcore.units import MAX_DURATION_S, MAX_SIZE_BYTES
 
+MAX_BATCH_SIZE = 2**40  # examples per step; beyond it rates lose meaning (and ints overflow floats)
 _REGENERATE_HINT = "regenerate it with `sgdsim profile` (see the README)"
 
 
@@ -63,9 +64,11 @@ class _Ctx:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(where, f"field '{field_name}' must be a number of seconds, got {value!r}")
         seconds = float(value)
-        if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        if not 0 <= seconds <= MAX_DURATION_S:  # also refuses nan
             self.fail(
-                where, f"field '{field_name}' must be a finite duration >= 0 s, got {value!r}"
+                where,
+                f"field '{field_name}' must be a duration from 0 to {MAX_DURATION_S:g} s, "
+                f"got {value!r}",
             )
         return seconds
 
@@ -135,7 +138,9 @@ def _parse_metadata(ctx: _Ctx, raw: Any, n_steps: int) -> TraceMetadata:
             ctx.fail(where, f"field '{key}' must be a JSON object, got {raw[key]!r}")
     return TraceMetadata(
         model_name=ctx.string(raw, "model_name", where),
-        batch_size=ctx.integer(raw, "batch_size", where, minimum=1),
+        batch_size=_at_most(
+            ctx, ctx.integer(raw, "batch_size", where, 1), MAX_BATCH_SIZE, where, "batch_size"
+        ),
         device=ctx.string(raw, "device", where),
         dtype=ctx.string(raw, "dtype", where),
         framework=ctx.string(raw, "framework", where),
@@ -173,7 +178,7 @@ def _parse_layers(ctx: _Ctx, raw_layers: Sequence[Any]) -> tuple[Layer, ...]:
                     name=ctx.string(raw_param, "name", pwhere),
                     shape=tuple(shape),
                     dtype=ctx.string(raw_param, "dtype", pwhere),
-                    nbytes=ctx.integer(raw_param, "nbytes", pwhere, minimum=0),
+                    nbytes=_nbytes(ctx, ctx.integer(raw_param, "nbytes", pwhere, 0), pwhere),
                 )
             )
         module_type = raw.get("module_type", "")
@@ -225,6 +230,7 @@ def _parse_op(
                 f"a communication op ({resource.value}) needs field 'nbytes' as an integer "
                 f"> 0, got {nbytes!r}",
             )
+        _nbytes(ctx, nbytes, where)
     elif nbytes is not None:
         ctx.fail(where, f"a computation op ({resource.value}) must not carry 'nbytes' ({nbytes!r})")
     deps = raw.get("deps", [])
@@ -240,6 +246,17 @@ def _parse_op(
     if len(deps) > 1 and len(set(deps)) != len(deps):
         ctx.fail(where, f"field 'deps' lists an op twice: {deps!r}")
     return Op(id=op_id, resource=resource, kind=kind, layer=layer, nbytes=nbytes, deps=tuple(deps))
+
+
+def _nbytes(ctx: _Ctx, nbytes: int, where: str) -> int:
+    """``nbytes`` if it is at most MAX_SIZE_BYTES: larger sizes would make times overflow."""
+    return _at_most(ctx, nbytes, MAX_SIZE_BYTES, where, "nbytes", " (1 EiB)")
+
+
+def _at_most(ctx: _Ctx, value: int, limit: int, where: str, field: str, note: str = "") -> int:
+    if value > limit:
+        ctx.fail(where, f"field '{field}' is {value}, more than the {limit}{note} allowed")
+    return value
 
 
 def _enum(ctx: _Ctx, enum_type: Any, value: Any, where: str, field_name: str) -> Any:
@@ -311,7 +328,7 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
             )
         parsed: list[float | None] = []
         for op, value in zip(ops, durations, strict=True):
-            if type(value) is float and 0.0 <= value < math.inf:  # the usual case, checked fast
+            if type(value) is float and 0.0 <= value <= MAX_DURATION_S:  # the usual case, fast
                 parsed.append(value)
             elif value is None:
                 if not op.is_communication:
