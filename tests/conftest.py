@@ -1,4 +1,4 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the ``slow`` mark on whole modules (see tests/README.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,36 @@ from profilers.netns import check_permitted
 from simcore.errors import ConfigError
 
 from figure_capture import FigureRecord, record
+
+# Modules whose every test starts torch processes, builds full-size models or runs the profiler
+# on them, or creates network namespaces: seconds each, and a minute or more on a busy machine.
+# The scenario modules (test_scenario_*.py) run a whole scenario script, simulations and figures.
+# Slow tests elsewhere carry @pytest.mark.slow themselves.
+SLOW_MODULES = frozenset(
+    {
+        "test_cli_profile.py",
+        "test_distributed_runner.py",
+        "test_distributed_validate.py",
+        "test_models.py",
+        "test_netns_cluster.py",
+        "test_profiler.py",
+        "test_profiler_scripts.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test of SLOW_MODULES and the scenario modules, and every test that
+    creates network namespaces (the ``root_only`` or ``namespaces_made`` fixture)."""
+    for item in items:
+        name = item.path.name
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (
+            name in SLOW_MODULES
+            or name.startswith("test_scenario_")
+            or {"root_only", "namespaces_made"} & fixtures
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 def network_namespaces() -> set[str]:

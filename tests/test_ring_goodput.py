@@ -34,6 +34,7 @@ def test_bad_arguments_fail_before_anything_starts(kwargs: dict[str, Any]) -> No
         measure_ring_goodput([])
 
 
+@pytest.mark.slow
 def test_two_ranks_on_loopback_time_every_repetition() -> None:
     ring = measure_ring_goodput([40_000, 4_000], workers=2, repeats=3, warmup=1)
     assert ring.workers == 2 and ring.layer_nbytes == (40_000, 4_000)
