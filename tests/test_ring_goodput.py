@@ -34,6 +34,7 @@ def test_bad_arguments_fail_before_anything_starts(kwargs: dict[str, Any]) -> No
         measure_ring_goodput([])
 
 
+@pytest.mark.slow
 def test_two_ranks_on_loopback_time_every_repetition() -> None:
     ring = measure_ring_goodput([40_000, 4_000], workers=2, repeats=3, warmup=1)
     assert ring.workers == 2 and ring.layer_nbytes == (40_000, 4_000)
@@ -46,7 +47,8 @@ def test_on_a_shaped_link_the_ring_stays_below_the_rate(root_only: None) -> None
     # root_only: skipped without root, and no namespace may be left afterwards.
     # 2 MB at 100 Mbit/s: 0.17 s per repetition, long enough for the shaping to dominate.
     ring = measure_ring_goodput([2_000_000], workers=2, link_rate_bps=100e6, repeats=5)
-    # Below the rate (tbf counts the headers). Not far below: on an idle machine 0.9-0.95 of
-    # it; TCP's recoveries and a busy machine's scheduling make some repetitions much slower.
-    assert 0.4 * 100e6 < ring.goodput_bps() < 100e6
+    # Below the rate (tbf counts the headers), however busy the machine. Not far below: 0.9-0.95
+    # of it, alone or with a busy core (tests/bench_emulated_links.py); TCP's recoveries and a busy
+    # machine's scheduling make some repetitions much slower. A quarter still catches a wrong unit.
+    assert 0.25 * 100e6 < ring.goodput_bps() < 100e6
     assert ring.link_rate_bps == 100e6

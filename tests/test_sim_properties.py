@@ -3,11 +3,15 @@
 The invariants are checked on the timeline, independently of the engine's own statistics: every
 step completes, dependencies hold, no resource runs two ops at once, bytes are conserved, no link,
 flow or NIC carries more bits in any time window than its capacity allows, steps start when the
-previous one (or the barrier) ends, and the same seed gives the same run.
+previous one (or the barrier) ends, and the same seed gives the same run. The same invariants,
+and a host CPU never doing more work than its cores can, hold with the options of shared hosts:
+co-located workers sharing a CPU, the transfers' CPU cost, unequal flow weights, and hosts of
+several devices.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 
@@ -98,7 +102,8 @@ def can_take_no_time(trace: Trace, config: SimulationConfig) -> bool:
     """Whether a step can take no time: nothing to send, no latency or parsing, and a profiled
     step (with ``jitter="resample"``: the per-op shortest durations) computing nothing."""
     has_params = any(layer.param_nbytes > 0 for layer in trace.layers)
-    sends = has_params and not (config.arch == "allreduce" and config.workers == 1)
+    ring_alone = config.arch == "allreduce" and config.workers == 1
+    sends = has_params and (not ring_alone or config.devices_per_host > 1)  # or inside the host
     extra = config.latency_s + config.parse_alpha_s_per_byte + config.parse_beta_s
     if sends or (has_params and extra > 0):
         return False
@@ -125,6 +130,7 @@ def check_capacity(result: SimulationResult) -> None:
     assert result.timeline is not None
     cap = config.flow_cap_bps if isinstance(config.flow_cap_bps, float) else np.inf
     flow_limit = min(config.bandwidth_bps, cap, config.nic_bps)
+    shared_nic = config.colocated_workers > 1 and config.shared_nic
     per_link: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     per_nic: dict[tuple[int, str], list[tuple[float, float, float]]] = defaultdict(list)
     for r in result.timeline:
@@ -133,7 +139,9 @@ def check_capacity(result: SimulationResult) -> None:
             assert chunk[2] <= flow_limit * (r.end_s - r.start_s + 1e-12) * (1 + 1e-9)
             ring_lane = f"/{r.worker}" if config.arch == "allreduce" else ""
             per_link[r.resource + ring_lane].append(chunk)
-            per_nic[(r.worker, r.resource.split("[")[0])].append(chunk)
+            # co-located workers sharing their host's NIC fill it together
+            nic = config.host_of(r.worker) if shared_nic else r.worker
+            per_nic[(nic, r.resource.split("[")[0])].append(chunk)
     for chunks in per_link.values():
         assert_fits(chunks, config.bandwidth_bps)
     for chunks in per_nic.values():
@@ -180,33 +188,30 @@ def check_lower_bound(trace: Trace, result: SimulationResult) -> None:
         assert s.end_s - s.start_s >= bound * (1 - 1e-9)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=traces(), config=configs())
-def test_invariants_on_random_dags(trace: Trace, config: SimulationConfig) -> None:
-    if can_take_no_time(trace, config):
-        with pytest.raises(ConfigError, match="throughput is unbounded"):
-            simulate(trace, config)
-        return
-    result = simulate(trace, config)
+def check_run(trace: Trace, result: SimulationResult) -> None:
+    """Every invariant of a run that the timeline shows (see the module docstring)."""
+    config = result.config
     timeline = result.timeline
     assert timeline is not None
     spans = op_spans(result)
     ring = config.arch == "allreduce"
-    expected_ops = [op for op in trace.ops if not (ring and op.kind.value == "pull")]
-    # Every step of every worker completed, with every op of the DAG.
+    # Every step of every worker completed, with every op of the compiled DAG (the trace's, and
+    # the latency, parsing and intra-host ops inserted for the config).
+    dag = compile_trace(trace, config)
     assert len(timeline.steps) == config.workers * config.steps
     for w in range(config.workers):
         for n in range(config.steps):
-            for op in expected_ops:
-                assert (w, n, op.id) in spans
-    # Dependencies respected.
-    for (w, n, op_id), (start, _, _) in spans.items():
-        if op_id not in trace.op_index:
-            continue  # an inserted latency or parsing op
-        op = trace.ops[trace.op_index[op_id]]
-        for dep in op.deps:
-            if (w, n, dep) in spans:
-                assert start >= spans[(w, n, dep)][1] - EPS
+            for op_id in dag.op_ids:
+                assert (w, n, op_id) in spans
+    # Dependencies respected: the trace's, and the compiled DAG's (which routes them through the
+    # inserted ops).
+    for (w, n, op_id), (start, end, _) in spans.items():
+        for d in dag.dependents[dag.op_ids.index(op_id)]:
+            assert spans[(w, n, dag.op_ids[d])][0] >= end - EPS
+        if op_id in trace.op_index:
+            for dep in trace.ops[trace.op_index[op_id]].deps:
+                if (w, n, dep) in spans:  # (a ring has no pulls)
+                    assert start >= spans[(w, n, dep)][1] - EPS
     # No worker runs two ops (or chunks) on one resource at once (latency occupies nothing).
     by_resource: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
     for r in timeline:
@@ -219,6 +224,7 @@ def test_invariants_on_random_dags(trace: Trace, config: SimulationConfig) -> No
     # Bytes transferred equal the bytes in the trace (AllReduce: 2(K-1)/K of each push).
     factor = 2 * (config.workers - 1) / config.workers if ring else 1.0
     sent = float(sum(r.nbytes for r in timeline if r.kind in ("pull", "push")))
+    expected_ops = [op for op in trace.ops if not (ring and op.kind.value == "pull")]
     in_trace = sum(op.nbytes or 0 for op in expected_ops if op.is_communication)
     assert np.isclose(sent, factor * in_trace * config.workers * config.steps, rtol=1e-9)
     # No link, flow or NIC over capacity: from the timeline, and as the links report it.
@@ -234,6 +240,17 @@ def test_invariants_on_random_dags(trace: Trace, config: SimulationConfig) -> No
     assert 0 < result.steps_per_s.value < np.inf
 
 
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=traces(), config=configs())
+def test_invariants_on_random_dags(trace: Trace, config: SimulationConfig) -> None:
+    if can_take_no_time(trace, config):
+        with pytest.raises(ConfigError, match="throughput is unbounded"):
+            simulate(trace, config)
+        return
+    check_run(trace, simulate(trace, config))
+
+
 @settings(max_examples=30, deadline=None)
 @given(trace=traces(), config=configs())
 def test_same_seed_gives_identical_results(trace: Trace, config: SimulationConfig) -> None:
@@ -246,3 +263,125 @@ def test_same_seed_gives_identical_results(trace: Trace, config: SimulationConfi
     assert np.array_equal(a.timeline.start_s, b.timeline.start_s)
     assert np.array_equal(a.timeline.end_s, b.timeline.end_s)
     assert np.array_equal(a.timeline.op, b.timeline.op)
+
+
+# --- shared hosts: co-located workers, the transfers' CPU cost, flow weights, devices -----------
+
+
+@st.composite
+def host_configs(draw: st.DrawFn) -> SimulationConfig:
+    """Configs with the options of shared hosts, alone or combined as far as they combine:
+    co-located workers sharing a host CPU (``colocated_workers``, ``host_cpu_cores``,
+    ``worker_cpu_cores``, ``shared_nic``), the transfers' CPU cost (``comm_cpu_s_per_byte``),
+    unequal flow weights (``flow_weight_cv``, processor sharing on a parameter server only) and
+    hosts of several devices (``devices_per_host``, ``intra_bandwidth_bps``). Each example
+    turns one of them on for sure, and the others at random. No jitter, so that each computation
+    op's work is its profiled duration."""
+    focus = draw(st.sampled_from(["colocated", "comm", "weights", "devices"]))
+    workers = draw(st.integers(2 if focus in ("colocated", "weights") else 1, 4))
+    arch = "ps" if focus == "weights" else draw(st.sampled_from(["ps", "ps", "allreduce"]))
+    mode = "sync" if arch == "allreduce" else draw(st.sampled_from(["async", "sync"]))
+    sharing = None if arch == "allreduce" else draw(st.sampled_from(["ps", "ps", "fcfs"]))
+    sharing = "ps" if focus == "weights" else sharing
+    devices = draw(st.sampled_from({"devices": [2, 3], "colocated": [1]}.get(focus, [1, 1, 2])))
+    colocated = 1 if devices > 1 else draw(st.integers(2 if focus == "colocated" else 1, workers))
+    cores_drawn = st.sampled_from([0.5, 1.0, 2.0])
+    cores = draw(cores_drawn if focus in ("colocated", "comm") else st.none() | cores_drawn)
+    # at 1 Gbit/s: 0.125 of a core per transfer, or 2.5 cores (more than any host has)
+    costs = [1e-9, 2e-8] if focus == "comm" else [0.0, 1e-9, 2e-8]
+    weights = [0.3, 1.0] if focus == "weights" else [0.0, 0.3, 1.0]
+    steps = draw(st.integers(1, 4))
+    speeds = st.tuples(*[st.sampled_from([0.5, 1.0, 2.0])] * workers)
+    return SimulationConfig(
+        workers=workers,
+        bandwidth_bps=draw(st.sampled_from([1e8, 1e9])),
+        arch=arch,
+        mode=mode,
+        sharing=sharing,
+        steps=steps,
+        warmup_steps=draw(st.integers(0, steps - 1)),
+        seed=draw(st.integers(0, 5)),
+        flow_cap_bps=draw(st.sampled_from([None, 3e8])),
+        scheduler=draw(st.sampled_from(["fifo", "http2", "critical-path"])),
+        window_bytes=20_000,
+        servers=1 if arch == "allreduce" else draw(st.integers(1, 2)),
+        worker_bandwidth_bps=draw(st.sampled_from([None, 5e8])),
+        latency_s=draw(st.sampled_from([0.0, 2e-4])),
+        parse_alpha_s_per_byte=draw(st.sampled_from([0.0, 1e-9])),
+        parse_beta_s=draw(st.sampled_from([0.0, 1e-5])),
+        speed_factors=draw(st.one_of(st.none(), speeds)),
+        timeline=True,
+        devices_per_host=devices,
+        intra_bandwidth_bps=None if devices == 1 else draw(st.sampled_from([1e9, 1e10])),
+        colocated_workers=colocated,
+        host_cpu_cores=cores,
+        worker_cpu_cores=None if cores is None else draw(st.sampled_from([None, cores / 2])),
+        shared_nic=draw(st.booleans()),
+        comm_cpu_s_per_byte=0.0 if cores is None else draw(st.sampled_from(costs)),
+        flow_weight_cv=draw(st.sampled_from(weights)) if sharing == "ps" else 0.0,
+    )
+
+
+def check_host_cpus(trace: Trace, result: SimulationResult) -> None:
+    """No computation op runs faster than profiled alone, and no host CPU does more work in any
+    window than its cores can: an op is ``duration * worker_cores`` core-seconds."""
+    config = result.config
+    cores = config.worker_cores
+    if config.host_cpu_cores is None or cores is None:
+        return
+    dag = compile_trace(trace, config)
+    speeds = config.speed_factors or (1.0,) * config.workers
+    timeline = result.timeline
+    assert timeline is not None
+    sampled = {(s.worker, s.step): s.profile_step for s in timeline.steps}
+    per_host: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
+    for r in timeline:
+        if r.resource != "worker":
+            continue
+        i = dag.op_ids.index(r.op)
+        duration = float(dag.durations[sampled[(r.worker, r.step)], i])
+        if dag.scalable[i]:
+            duration /= speeds[r.worker]
+        assert r.end_s - r.start_s >= duration * (1 - 1e-9) - EPS
+        per_host[config.host_of(r.worker)].append((r.start_s, r.end_s, duration * cores))
+    for chunks in per_host.values():
+        assert_fits(chunks, config.host_cpu_cores)
+
+
+@pytest.mark.slow
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=traces(), config=host_configs())
+def test_invariants_with_shared_hosts(trace: Trace, config: SimulationConfig) -> None:
+    if can_take_no_time(trace, config):
+        with pytest.raises(ConfigError, match="throughput is unbounded"):
+            simulate(trace, config)
+        return
+    result = simulate(trace, config)
+    check_run(trace, result)
+    check_host_cpus(trace, result)
+    again = simulate(trace, config)  # the same seed: the same run, weights and all
+    assert again.timeline is not None and result.timeline is not None
+    assert np.array_equal(again.timeline.start_s, result.timeline.start_s)
+    assert np.array_equal(again.timeline.end_s, result.timeline.end_s)
+    assert again.steps_per_s == result.steps_per_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(trace=traces(), config=host_configs())
+def test_options_that_cannot_matter_change_nothing(trace: Trace, config: SimulationConfig) -> None:
+    """A host CPU with one worker per host and no transfer cost runs every op alone, at its
+    profiled speed; one worker (host) alone on a link gets all of it, whatever its weight."""
+    if can_take_no_time(trace, config) or config.comm_cpu_s_per_byte > 0:
+        return
+    plain = dataclasses.replace(config, flow_weight_cv=0.0)
+    if config.colocated_workers == 1:
+        plain = dataclasses.replace(plain, host_cpu_cores=None, worker_cpu_cores=None)
+    if config.workers > 1 and config.flow_weight_cv > 0:
+        plain = dataclasses.replace(plain, flow_weight_cv=config.flow_weight_cv)
+    if plain == config:
+        return
+    a, b = simulate(trace, config), simulate(trace, plain)
+    assert a.timeline is not None and b.timeline is not None
+    assert np.array_equal(a.timeline.op, b.timeline.op)
+    assert np.allclose(a.timeline.end_s, b.timeline.end_s, rtol=1e-9, atol=1e-15)
+    assert a.steps_per_s.value == pytest.approx(b.steps_per_s.value, rel=1e-9)

@@ -95,6 +95,7 @@ def test_a_step_window_covers_the_chosen_steps_of_every_worker_shown() -> None:
         select(timeline, workers=[4])
 
 
+@pytest.mark.slow
 def test_timeline_figure_has_title_unit_and_legend(
     tmp_path: Path, saved_figures: list[FigureRecord]
 ) -> None:

@@ -69,6 +69,7 @@ def test_both_searches_find_the_same_optimal_epoch(seed: int) -> None:
     assert used <= space.machines
 
 
+@pytest.mark.slow
 def test_five_machines_two_layers_agree() -> None:
     # Up to four workers per replica: stripes of 1..4 against 1..4 with layer replicas.
     rng = np.random.default_rng(2015)
@@ -119,6 +120,7 @@ def test_bad_search_space_names_the_field(space: SearchSpace, culprit: str) -> N
         polynomial_search(network, hw, space)
 
 
+@pytest.mark.slow
 def test_four_machines_three_layers_agree() -> None:
     # The largest brute force here (about 5 s): 3 layers, mappings onto up to 3 workers.
     rng = np.random.default_rng(7)
