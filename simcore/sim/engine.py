@@ -194,7 +194,7 @@ class Engine:
             nic,
             nic_of,
             self._flow_weight(),
-            self._comm_load_changed if cfg.comm_cpu_s_per_byte > 0 else None,
+            self._comm_hook(name) if cfg.comm_cpu_s_per_byte > 0 else None,
         )
 
     def _flow_weight(self) -> Callable[[], float] | None:
@@ -239,6 +239,39 @@ class Engine:
             return share if share < per_op else per_op
 
         return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(cfg.hosts)]
+
+    def _comm_hook(self, name: str) -> Callable[[], None]:
+        """The hook link ``name`` calls after each re-plan (see :meth:`_comm_load_changed`)."""
+        if not RateLink.fast_paths:  # the reference: every link's wants from scratch
+            return self._comm_load_changed
+        cfg = self.config
+        per_bps = cfg.comm_cpu_cores_per_bps
+        host_of = [cfg.host_of(w) for w in range(cfg.workers)]
+        parts: list[list[float]] = [[] for _ in range(cfg.hosts)]  # this link's wants per host
+        if not hasattr(self, "_comm_parts"):
+            self._comm_parts: list[list[list[float]]] = []
+        self._comm_parts.append(parts)
+
+        def changed() -> None:
+            # Only this link's rates changed since the last call (rates change only in a
+            # re-plan, and every re-plan calls its hook), so a host's wants changed iff this
+            # link's part of them did: the same hosts refresh, in the same order, as
+            # _comm_load_changed would.
+            link = self.links[name]
+            assert isinstance(link, RateLink)
+            now: list[list[float]] = [[] for _ in parts]
+            for worker, rate in link.worker_rates():
+                if rate > 0.0:
+                    now[host_of[worker]].append(rate * per_bps)
+            for h, wanted in enumerate(now):
+                if wanted != parts[h]:
+                    parts[h] = wanted
+                    self._comm_demands[h][:] = [x for p in self._comm_parts for x in p[h]]
+                    cpu = self.host_cpus[h]
+                    assert isinstance(cpu, RateLink)
+                    cpu.refresh()
+
+        return changed
 
     def _comm_load_changed(self) -> None:
         """A network link re-planned: tell each host CPU what its transfers now want of it.
