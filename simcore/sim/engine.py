@@ -197,10 +197,17 @@ class Engine:
             self._comm_hook(name) if cfg.comm_cpu_s_per_byte > 0 else None,
         )
 
+    # One weight drawer for all links (it draws ahead from their one stream); one hook's part of
+    # the transfers' CPU wants per link, in link order (see _comm_hook).
+    _weight_draw: Callable[[], float] | None = None
+    _comm_parts: tuple[list[tuple[float, ...]], ...] = ()
+
     def _flow_weight(self) -> Callable[[], float] | None:
         """Each transfer's weight on a link (SimulationConfig.flow_weight_cv); None: equal."""
         cv = self.config.flow_weight_cv
-        return lognormal_weights(cv, self._link_rng) if cv > 0 else None
+        if cv > 0 and self._weight_draw is None:
+            self._weight_draw = lognormal_weights(cv, self._link_rng)
+        return self._weight_draw
 
     def _make_host_cpus(self) -> list[Link]:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``
@@ -247,27 +254,28 @@ class Engine:
         cfg = self.config
         per_bps = cfg.comm_cpu_cores_per_bps
         host_of = [cfg.host_of(w) for w in range(cfg.workers)]
-        parts: list[list[float]] = [[] for _ in range(cfg.hosts)]  # this link's wants per host
-        if not hasattr(self, "_comm_parts"):
-            self._comm_parts: list[list[list[float]]] = []
-        self._comm_parts.append(parts)
+        hosts = range(cfg.hosts)
+        parts: list[tuple[float, ...]] = [() for _ in hosts]  # this link's wants per host
+        self._comm_parts = (*self._comm_parts, parts)
 
         def changed() -> None:
             # Only this link's rates changed since the last call (rates change only in a
             # re-plan, and every re-plan calls its hook), so a host's wants changed iff this
             # link's part of them did: the same hosts refresh, in the same order, as
             # _comm_load_changed would.
+            all_parts, demands, cpus = self._comm_parts, self._comm_demands, self.host_cpus
             link = self.links[name]
             assert isinstance(link, RateLink)
-            now: list[list[float]] = [[] for _ in parts]
+            now: list[tuple[float, ...]] = [()] * len(parts)
             for worker, rate in link.worker_rates():
                 if rate > 0.0:
-                    now[host_of[worker]].append(rate * per_bps)
-            for h, wanted in enumerate(now):
-                if wanted != parts[h]:
-                    parts[h] = wanted
-                    self._comm_demands[h][:] = [x for p in self._comm_parts for x in p[h]]
-                    cpu = self.host_cpus[h]
+                    h = host_of[worker]
+                    now[h] = (*now[h], rate * per_bps)
+            for h in hosts:
+                if now[h] != parts[h]:
+                    parts[h] = now[h]
+                    demands[h] = [x for p in all_parts for x in p[h]]
+                    cpu = cpus[h]
                     assert isinstance(cpu, RateLink)
                     cpu.refresh()
 

@@ -142,10 +142,27 @@ class RateLink(Link):
         """The general re-plan for one channel without NIC limits, in the same float order."""
         flows = self._flows
         n = len(flows)
+        if n == 1 and self._solo(flows[0]):
+            return
         best = math.inf
         total = 0.0
         if n:
-            rates = self._single_rates(flows, n)
+            capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(n)
+            rates: Sequence[float]
+            if self._weight is not None:
+                weights = [f.weight for f in flows]
+                wsum = sum(weights)
+                rates = [capacity * w / wsum for w in weights]
+                if max(rates) > self._min_cap:  # someone is capped: the general rule
+                    rates = weighted_rates(weights, capacity, self._flow_caps(flows), self._maxmin)
+            elif self._share_of_n is not None:
+                share = self._share_of_n(n, capacity)
+                if share > self._min_cap:
+                    rates = self._capped_equal(flows, n, capacity)
+                else:
+                    rates = [share] * n
+            else:
+                rates = self._policy_rates(flows, capacity)
             peak_flow = self._peak_flow_c[0]
             for flow, rate in zip(flows, rates, strict=True):
                 flow.rate = rate
@@ -168,22 +185,42 @@ class RateLink(Link):
         if self._on_rates is not None:
             self._on_rates()
 
-    def _single_rates(self, flows: list[_Flow], n: int) -> Sequence[float]:
-        """The rates :meth:`_replan_general` gives ``n`` flows on the one channel."""
-        capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(n)
+    def _solo(self, flow: _Flow) -> bool:
+        """Re-plan a lone flow as :meth:`_replan_single` would (a host CPU with one worker is
+        never busier); False, having done nothing, where its rate needs the general rules."""
+        capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(1)
         if self._weight is not None:
-            weights = [f.weight for f in flows]
-            total = sum(weights)
-            rates = [capacity * w / total for w in weights]
-            if max(rates) <= self._min_cap:  # nobody capped: what capped_rates returns
-                return rates
-            return weighted_rates(weights, capacity, self._flow_caps(flows), self._maxmin)
-        if self._share_of_n is not None:
-            share = self._share_of_n(n, capacity)
-            if share <= self._min_cap:
-                return [share] * n
-            if self._uniform_cap:  # everyone capped at the same cap (clip or max-min alike)
-                return [self._min_cap] * n
+            weight = flow.weight
+            rate = capacity * weight / (0 + weight)  # what weighted sharing gives it
+        elif self._share_of_n is not None:
+            rate = self._share_of_n(1, capacity)
+        else:
+            return False
+        if rate > self._min_cap:
+            return False
+        flow.rate = rate  # the sum of the rates is 0.0 + rate = rate
+        if rate > self._peak_flow_c[0]:
+            self._peak_flow_c[0] = rate
+        if rate > self._peak_c[0]:
+            self._peak_c[0] = rate
+        self._n_c[0] = 1
+        self._rate_c[0] = rate
+        due = flow.remaining / rate if rate > 0.0 else math.inf
+        if due < math.inf:
+            self._arm(due)
+        else:
+            self._armed = None
+        if self._on_rates is not None:
+            self._on_rates()
+        return True
+
+    def _capped_equal(self, flows: list[_Flow], n: int, capacity: float) -> list[float]:
+        """Equal shares above the smallest cap: what capped_rates makes of them."""
+        if self._uniform_cap:  # everyone capped at the same cap (clip or max-min alike)
+            return [self._min_cap] * n
+        return self._policy_rates(flows, capacity)
+
+    def _policy_rates(self, flows: list[_Flow], capacity: float) -> list[float]:
         workers = [f.owner.worker for f in flows]
         return capped_rates(self._policy, workers, capacity, self._flow_caps(flows), self._maxmin)
 
@@ -245,8 +282,8 @@ class RateLink(Link):
         From inside this link's own completion callback it does nothing: the re-plan that ends
         the callback sees the change.
         """
-        if self._in_cb:
-            return
+        if self._in_cb or not (self._flows or self._on_rates):
+            return  # nothing runs: the re-plan would change nothing (no rate, no timeout)
         self._advance(self.env.now)
         self._replan()
 
