@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -222,10 +223,10 @@ class Engine:
         if cfg.comm_cpu_s_per_byte > 0:  # the general link, with what the transfers leave
             caps = [per_op] * cfg.workers
             self._comm_demands: list[list[float]] = [[] for _ in range(cfg.hosts)]
+            demands = self._comm_demands  # the hooks update each host's list in place
 
             def left_for_computing(host: int) -> Callable[[int], float]:
-                demands = self._comm_demands
-                return lambda n: fair_share_of_flows(cores, n, per_op, demands[host])
+                return partial(fair_share_of_flows, cores, cap=per_op, other_demands=demands[host])
 
             return [
                 RateLink(
@@ -274,7 +275,7 @@ class Engine:
             for h in hosts:
                 if now[h] != parts[h]:
                     parts[h] = now[h]
-                    demands[h] = [x for p in all_parts for x in p[h]]
+                    demands[h][:] = [x for p in all_parts for x in p[h]]
                     cpu = cpus[h]
                     assert isinstance(cpu, RateLink)
                     cpu.refresh()

@@ -282,7 +282,22 @@ class RateLink(Link):
         From inside this link's own completion callback it does nothing: the re-plan that ends
         the callback sees the change.
         """
-        if self._in_cb or not (self._flows or self._on_rates):
+        if self._in_cb:
+            return
+        flows = self._flows
+        if len(flows) == 1 and self._single:  # _advance and _replan_single, in fewer calls
+            flow = flows[0]
+            now = self.env.now
+            dt = now - self._t
+            if dt > 0.0:
+                flow.remaining -= flow.rate * dt
+                self._area_flows_c[0] += self._n_c[0] * dt
+                self._area_rate_c[0] += self._rate_c[0] * dt
+                self._t = now
+            if not self._solo(flow):
+                self._replan_single()
+            return
+        if not (flows or self._on_rates):
             return  # nothing runs: the re-plan would change nothing (no rate, no timeout)
         self._advance(self.env.now)
         self._replan()
