@@ -303,6 +303,11 @@ class RateLink(Link):
         self._replan()
 
     def _on_due(self) -> None:
+        flows = self._flows
+        if len(flows) == 1 and flows[0].rate > 0.0:  # the lone flow is due: the steps below
+            self._advance(self.env.now)
+            self._finish_lone(flows[0])
+            return
         self._advance(self.env.now)
         done = [
             f
@@ -325,6 +330,23 @@ class RateLink(Link):
         for flow in done:
             flow.owner.departing = False
         self._flows = [f for f in self._flows if not f.done]
+        self._replan()
+
+    def _finish_lone(self, flow: _Flow) -> None:
+        """What :meth:`_on_due` does when its one flow is done (done or a sliver: it is the
+        flow closest to its end either way), without building its lists."""
+        owner = flow.owner
+        flow.done = True
+        owner.departing = True
+        self._bits_c[owner.channel] += flow.bits
+        self.bits_done += flow.bits
+        self._in_cb = True
+        owner.flow_done()
+        self._in_cb = False
+        owner.departing = False
+        flows = self._flows
+        if len(flows) != 1 or flow.done:  # it left, or another owner joined meanwhile
+            self._flows = [f for f in flows if not f.done]
         self._replan()
 
     def counters(self, now: float) -> list[LinkCounters]:
