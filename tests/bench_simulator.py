@@ -25,8 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -178,8 +177,7 @@ def print_table(trace: Trace, raw: float, scale: int) -> None:
                 )
 
 
-@dataclass(frozen=True)
-class EffectsRow:
+class EffectsRow(NamedTuple):
     """One --effects measurement: ops per CPU second and per wall second."""
 
     ops: int
