@@ -10,6 +10,14 @@ Usage::
     python tests/bench_simulator.py            # full table, then the target
     python tests/bench_simulator.py --quick    # a fifth of the steps, no target
     python tests/bench_simulator.py --target   # only the target: 1000 steps x 16 workers, ps
+    python tests/bench_simulator.py --effects  # only the measured-network path (see below)
+
+``--effects`` measures what every ``--network veth-1gbit`` run pays: the shipped profile's
+bandwidth and latency with its flow weights (cv) and transfers' CPU cost on the host's cores,
+which make every link and host CPU the general RateLink, against the same network without them
+(the fast equal-share link), for a parameter server (async, sync) and ring AllReduce. It
+reports CPU seconds of the process as well as wall seconds: the CPU figure is the one to
+compare on a machine others load.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -35,6 +43,15 @@ TARGET_WALL_S = 50.0
 # Worker-steps per measurement, so that every row simulates about the same number of ops.
 WORKER_STEPS = 8000
 WORKER_STEPS_TIMELINE = 1600
+# --effects: the veth-1gbit profile (samples/networks), spelled out so that the bench needs no
+# file; worker-steps per row.
+VETH_BANDWIDTH_BPS = 920e6
+VETH_LATENCY_S = 33.5e-6
+VETH_FLOW_WEIGHT_CV = 0.16
+VETH_COMM_CPU_S_PER_BYTE = 2.086e-9
+VETH_HOST_CPU_CORES = 2.0
+EFFECTS_WORKER_COUNTS = (1, 4, 16)
+EFFECTS_WORKER_STEPS = 1600
 
 
 def resnet50_shaped(seed: int = 0, profiled_steps: int = 10) -> Trace:
@@ -160,12 +177,71 @@ def print_table(trace: Trace, raw: float, scale: int) -> None:
                 )
 
 
+class EffectsRow(NamedTuple):
+    """One --effects measurement: ops per CPU second and per wall second."""
+
+    ops: int
+    cpu_s: float
+    wall_s: float
+
+
+def measure_effects(trace: Trace, workers: int, arch: str, steps: int, effects: bool) -> EffectsRow:
+    """One run on the veth-1gbit network, with or without its flow weights and transfer CPU."""
+    mode = "async" if arch == "ps-async" else "sync"
+    ring = arch == "ring"
+    config = SimulationConfig(
+        workers=workers,
+        bandwidth_bps=VETH_BANDWIDTH_BPS,
+        latency_s=VETH_LATENCY_S,
+        arch="allreduce" if ring else "ps",
+        mode=mode,
+        steps=steps,
+        warmup_steps=min(50, steps // 5),
+        seed=1,
+        flow_weight_cv=VETH_FLOW_WEIGHT_CV if effects and not ring else 0.0,
+        comm_cpu_s_per_byte=VETH_COMM_CPU_S_PER_BYTE if effects else 0.0,
+        host_cpu_cores=VETH_HOST_CPU_CORES if effects else None,
+    )
+    cpu = time.process_time()
+    result = simulate(trace, config)
+    return EffectsRow(result.simulated_ops, time.process_time() - cpu, result.wall_time_s)
+
+
+def print_effects(trace: Trace, scale: int) -> None:
+    """Ops per CPU second with the measured network's effects, and the cost factor of them."""
+    print(
+        f"{'veth-1gbit':<10} {'W':>3} {'steps':>6} {'effects':>7} {'cpu s':>7} {'wall s':>7} "
+        f"{'ops/cpu-s':>10} {'cost':>6}"
+    )
+    for arch in ("ps-async", "ps-sync", "ring"):
+        for workers in EFFECTS_WORKER_COUNTS:
+            steps = max(20, EFFECTS_WORKER_STEPS // scale // workers)
+            rows = {on: measure_effects(trace, workers, arch, steps, on) for on in (False, True)}
+            for on, row in rows.items():
+                cost = (row.cpu_s / rows[False].cpu_s) if on else 1.0
+                print(
+                    f"{arch:<10} {workers:>3} {steps:>6} {'on' if on else 'off':>7} "
+                    f"{row.cpu_s:>7.2f} {row.wall_s:>7.2f} {row.ops / row.cpu_s:>10,.0f} "
+                    f"{cost:>5.1f}x",
+                    flush=True,
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a fifth of the steps, no target")
     parser.add_argument("--target", action="store_true", help="only 1000 steps x 16 workers, ps")
+    parser.add_argument(
+        "--effects",
+        action="store_true",
+        help="only the measured-network path (flow weights + transfer CPU) vs without it",
+    )
     args = parser.parse_args()
     trace = load_resnet50()
+    if args.effects:
+        print(f"trace {trace.metadata.model_name}: {len(trace.ops)} ops/step")
+        print_effects(trace, 5 if args.quick else 1)
+        return
     raw = simpy_raw_rate()
     print(
         f"trace {trace.metadata.model_name}: {len(trace.layers)} layers, {len(trace.ops)} ops/step"

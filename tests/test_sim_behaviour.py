@@ -309,3 +309,6 @@ def test_benchmark_script_runs_on_a_small_setting() -> None:
     for policy in bench.POLICIES:
         rate, wall = bench.measure(trace, 2, policy, 3, False)
         assert rate > 0 and wall > 0
+    for arch in ("ps-async", "ps-sync", "ring"):  # --effects
+        row = bench.measure_effects(trace, 2, arch, 3, True)
+        assert row.ops > 0 and row.cpu_s > 0 and row.wall_s > 0

@@ -23,6 +23,7 @@ import gc
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -205,13 +206,20 @@ class Engine:
             nic,
             nic_of,
             self._flow_weight(),
-            self._comm_load_changed if cfg.comm_cpu_s_per_byte > 0 else None,
+            self._comm_hook(name) if cfg.comm_cpu_s_per_byte > 0 else None,
         )
+
+    # One weight drawer for all links (it draws ahead from their one stream); one hook's part of
+    # the transfers' CPU wants per link, in link order (see _comm_hook).
+    _weight_draw: Callable[[], float] | None = None
+    _comm_parts: tuple[list[tuple[float, ...]], ...] = ()
 
     def _flow_weight(self) -> Callable[[], float] | None:
         """Each transfer's weight on a link (SimulationConfig.flow_weight_cv); None: equal."""
         cv = self.config.flow_weight_cv
-        return lognormal_weights(cv, self._link_rng) if cv > 0 else None
+        if cv > 0 and self._weight_draw is None:
+            self._weight_draw = lognormal_weights(cv, self._link_rng)
+        return self._weight_draw
 
     def _make_host_cpus(self) -> list[Link]:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``
@@ -226,10 +234,10 @@ class Engine:
         if cfg.comm_cpu_s_per_byte > 0:  # the general link, with what the transfers leave
             caps = [per_op] * cfg.workers
             self._comm_demands: list[list[float]] = [[] for _ in range(cfg.hosts)]
+            demands = self._comm_demands  # the hooks update each host's list in place
 
             def left_for_computing(host: int) -> Callable[[int], float]:
-                demands = self._comm_demands
-                return lambda n: fair_share_of_flows(cores, n, per_op, demands[host])
+                return partial(fair_share_of_flows, cores, cap=per_op, other_demands=demands[host])
 
             return [
                 RateLink(
@@ -250,6 +258,40 @@ class Engine:
             return share if share < per_op else per_op
 
         return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(cfg.hosts)]
+
+    def _comm_hook(self, name: str) -> Callable[[], None]:
+        """The hook link ``name`` calls after each re-plan (see :meth:`_comm_load_changed`)."""
+        if not RateLink.fast_paths:  # the reference: every link's wants from scratch
+            return self._comm_load_changed
+        cfg = self.config
+        per_bps = cfg.comm_cpu_cores_per_bps
+        host_of = [cfg.host_of(w) for w in range(cfg.workers)]
+        hosts = range(cfg.hosts)
+        parts: list[tuple[float, ...]] = [() for _ in hosts]  # this link's wants per host
+        self._comm_parts = (*self._comm_parts, parts)
+
+        def changed() -> None:
+            # Only this link's rates changed since the last call (rates change only in a
+            # re-plan, and every re-plan calls its hook), so a host's wants changed iff this
+            # link's part of them did: the same hosts refresh, in the same order, as
+            # _comm_load_changed would.
+            all_parts, demands, cpus = self._comm_parts, self._comm_demands, self.host_cpus
+            link = self.links[name]
+            assert isinstance(link, RateLink)
+            now: list[tuple[float, ...]] = [()] * len(parts)
+            for worker, rate in link.worker_rates():
+                if rate > 0.0:
+                    h = host_of[worker]
+                    now[h] = (*now[h], rate * per_bps)
+            for h in hosts:
+                if now[h] != parts[h]:
+                    parts[h] = now[h]
+                    demands[h][:] = [x for p in all_parts for x in p[h]]
+                    cpu = cpus[h]
+                    assert isinstance(cpu, RateLink)
+                    cpu.refresh()
+
+        return changed
 
     def _comm_load_changed(self) -> None:
         """A network link re-planned: tell each host CPU what its transfers now want of it.

@@ -36,13 +36,20 @@ __all__ = [
 _CV_MAX = 50.0  # an index this cv cannot reach is FCFS for every practical purpose
 
 
-def lognormal_weights(cv: float, rng: np.random.Generator) -> Callable[[], float]:
-    """A function drawing one weight per call: lognormal, mean 1, coefficient of variation cv."""
+def lognormal_weights(cv: float, rng: np.random.Generator, batch: int = 256) -> Callable[[], float]:
+    """A function drawing one weight per call: lognormal, mean 1, coefficient of variation cv.
+
+    It draws ``batch`` weights from ``rng`` at a time (the same numbers, in the same order, as
+    one draw per call), so ``rng`` must serve this function alone.
+    """
     sigma = math.sqrt(math.log1p(cv * cv))
     mu = -0.5 * sigma * sigma
+    ahead: list[float] = []  # the next weights, last one first
 
     def draw() -> float:
-        return float(rng.lognormal(mu, sigma))
+        if not ahead:
+            ahead.extend(reversed(rng.lognormal(mu, sigma, size=batch).tolist()))
+        return ahead.pop()
 
     return draw
 

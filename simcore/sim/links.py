@@ -38,6 +38,8 @@ import simpy
 # merges events that floating point split apart (1e-12 of a tag is far below a nanosecond).
 TIE_RELATIVE = 1e-12
 
+Timeout = simpy.Timeout  # bound once: created on every re-plan
+
 
 class FlowOwner(Protocol):
     """What a link needs from the worker connection that owns a flow."""
@@ -74,6 +76,7 @@ class Link:
         self.peak_rate_bps = 0.0
         self.peak_flow_rate_bps = 0.0
         self._armed: Any = None
+        self._fire_cb = self._fire  # bound once: appended to every armed timeout
         self._in_cb = False
         self._t = 0.0  # time up to which state and statistics are integrated
         self._n = 0
@@ -109,8 +112,8 @@ class Link:
         ]
 
     def _arm(self, delay: float) -> None:
-        event = simpy.Timeout(self.env, delay if delay > 0.0 else 0.0)
-        event.callbacks.append(self._fire)
+        event = Timeout(self.env, delay if delay > 0.0 else 0.0)
+        event.callbacks.append(self._fire_cb)
         self._armed = event
 
     def _fire(self, event: Any) -> None:

@@ -3,16 +3,28 @@
 See :mod:`simcore.sim.links` for the flow protocol. Every change advances every flow by its rate,
 asks the policy for new rates (per server channel, then caps, then NIC limits) and arms the
 earliest finish.
+
+One channel without NIC limits (every measured-network run: flow weights, host CPUs) takes a
+lean path: the same floating-point operations in the same order as the general one, without its
+per-channel lists and policy calls, so results are bit-identical (``RateLink.fast_paths = False``
+forces the general path; tests/test_rate_link_fast.py compares the two).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import simpy
 
 from simcore.sim.links import FlowOwner, Link, LinkCounters
-from simcore.sim.sharing import SharingPolicy, capped_rates, nic_limited_rates
+from simcore.sim.sharing import (
+    EqualSharePolicy,
+    SharingPolicy,
+    capped_rates,
+    nic_limited_rates,
+)
 
 # A flow is done when at most this fraction of its bits remains (floating point leaves slivers).
 DONE_RELATIVE = 1e-9
@@ -42,6 +54,10 @@ class RateLink(Link):
     in proportion to the weights of its flows (discriminatory processor sharing,
     :mod:`simcore.sim.flow_weights`) instead of by the policy.
     """
+
+    #: Take the lean one-channel path where it applies (False: always the general re-plan; the
+    #: equivalence test flips it).
+    fast_paths: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -78,6 +94,16 @@ class RateLink(Link):
         self._bits_c = [0.0] * nch
         self._peak_c = [0.0] * nch
         self._peak_flow_c = [0.0] * nch
+        # The lean path: one channel, no NIC limits, and the policy's rates are its equal share
+        # (or the flows' weights); caps then only matter when a rate exceeds the smallest cap.
+        self._single = self.fast_paths and nch == 1 and nic_bps is None
+        self._share_of_n: Callable[[int, float], float] | None = (
+            policy.share_bps
+            if isinstance(policy, EqualSharePolicy) and type(policy).rates is EqualSharePolicy.rates
+            else None
+        )
+        self._min_cap = min(caps_bps, default=math.inf)
+        self._uniform_cap = all(c == self._min_cap for c in caps_bps)
 
     def transmit(self, owner: FlowOwner, bits: float) -> None:
         if self._in_cb and owner.departing:
@@ -107,6 +133,102 @@ class RateLink(Link):
             self._t = now
 
     def _replan(self) -> None:
+        if self._single:
+            self._replan_single()
+        else:
+            self._replan_general()
+
+    def _replan_single(self) -> None:
+        """The general re-plan for one channel without NIC limits, in the same float order."""
+        flows = self._flows
+        n = len(flows)
+        if n == 1 and self._solo(flows[0]):
+            return
+        best = math.inf
+        total = 0.0
+        if n:
+            capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(n)
+            rates: Sequence[float]
+            if self._weight is not None:
+                weights = [f.weight for f in flows]
+                wsum = sum(weights)
+                rates = [capacity * w / wsum for w in weights]
+                if max(rates) > self._min_cap:  # someone is capped: the general rule
+                    rates = weighted_rates(weights, capacity, self._flow_caps(flows), self._maxmin)
+            elif self._share_of_n is not None:
+                share = self._share_of_n(n, capacity)
+                if share > self._min_cap:
+                    rates = self._capped_equal(flows, n, capacity)
+                else:
+                    rates = [share] * n
+            else:
+                rates = self._policy_rates(flows, capacity)
+            peak_flow = self._peak_flow_c[0]
+            for flow, rate in zip(flows, rates, strict=True):
+                flow.rate = rate
+                total += rate
+                if rate > peak_flow:
+                    peak_flow = rate
+                if rate > 0.0:
+                    t = flow.remaining / rate
+                    if t < best:
+                        best = t
+            self._peak_flow_c[0] = peak_flow
+            if total > self._peak_c[0]:
+                self._peak_c[0] = total
+        self._n_c[0] = n
+        self._rate_c[0] = total
+        if best < math.inf:
+            self._arm(best)
+        else:
+            self._armed = None
+        if self._on_rates is not None:
+            self._on_rates()
+
+    def _solo(self, flow: _Flow) -> bool:
+        """Re-plan a lone flow as :meth:`_replan_single` would (a host CPU with one worker is
+        never busier); False, having done nothing, where its rate needs the general rules."""
+        capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(1)
+        if self._weight is not None:
+            weight = flow.weight
+            rate = capacity * weight / (0 + weight)  # what weighted sharing gives it
+        elif self._share_of_n is not None:
+            rate = self._share_of_n(1, capacity)
+        else:
+            return False
+        if rate > self._min_cap:
+            return False
+        flow.rate = rate  # the sum of the rates is 0.0 + rate = rate
+        if rate > self._peak_flow_c[0]:
+            self._peak_flow_c[0] = rate
+        if rate > self._peak_c[0]:
+            self._peak_c[0] = rate
+        self._n_c[0] = 1
+        self._rate_c[0] = rate
+        due = flow.remaining / rate if rate > 0.0 else math.inf
+        if due < math.inf:
+            self._arm(due)
+        else:
+            self._armed = None
+        if self._on_rates is not None:
+            self._on_rates()
+        return True
+
+    def _capped_equal(self, flows: list[_Flow], n: int, capacity: float) -> list[float]:
+        """Equal shares above the smallest cap: what capped_rates makes of them."""
+        if self._uniform_cap:  # everyone capped at the same cap (clip or max-min alike)
+            return [self._min_cap] * n
+        return self._policy_rates(flows, capacity)
+
+    def _policy_rates(self, flows: list[_Flow], capacity: float) -> list[float]:
+        workers = [f.owner.worker for f in flows]
+        return capped_rates(self._policy, workers, capacity, self._flow_caps(flows), self._maxmin)
+
+    def _flow_caps(self, flows: list[_Flow]) -> list[float]:
+        caps = self._caps
+        return [caps[f.owner.worker] for f in flows]
+
+    def _replan_general(self) -> None:
         flows = self._flows
         rates = [0.0] * len(flows)
         capacity_of = self._capacity_of
@@ -162,10 +284,30 @@ class RateLink(Link):
         """
         if self._in_cb:
             return
+        flows = self._flows
+        if len(flows) == 1 and self._single:  # _advance and _replan_single, in fewer calls
+            flow = flows[0]
+            now = self.env.now
+            dt = now - self._t
+            if dt > 0.0:
+                flow.remaining -= flow.rate * dt
+                self._area_flows_c[0] += self._n_c[0] * dt
+                self._area_rate_c[0] += self._rate_c[0] * dt
+                self._t = now
+            if not self._solo(flow):
+                self._replan_single()
+            return
+        if not (flows or self._on_rates):
+            return  # nothing runs: the re-plan would change nothing (no rate, no timeout)
         self._advance(self.env.now)
         self._replan()
 
     def _on_due(self) -> None:
+        flows = self._flows
+        if len(flows) == 1 and flows[0].rate > 0.0:  # the lone flow is due: the steps below
+            self._advance(self.env.now)
+            self._finish_lone(flows[0])
+            return
         self._advance(self.env.now)
         done = [
             f
@@ -188,6 +330,23 @@ class RateLink(Link):
         for flow in done:
             flow.owner.departing = False
         self._flows = [f for f in self._flows if not f.done]
+        self._replan()
+
+    def _finish_lone(self, flow: _Flow) -> None:
+        """What :meth:`_on_due` does when its one flow is done (done or a sliver: it is the
+        flow closest to its end either way), without building its lists."""
+        owner = flow.owner
+        flow.done = True
+        owner.departing = True
+        self._bits_c[owner.channel] += flow.bits
+        self.bits_done += flow.bits
+        self._in_cb = True
+        owner.flow_done()
+        self._in_cb = False
+        owner.departing = False
+        flows = self._flows
+        if len(flows) != 1 or flow.done:  # it left, or another owner joined meanwhile
+            self._flows = [f for f in flows if not f.done]
         self._replan()
 
     def counters(self, now: float) -> list[LinkCounters]:
