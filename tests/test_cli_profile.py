@@ -29,7 +29,7 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "traces" / "cnn-b2.json"
-    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 1
     assert f"folder {out.parent} does not exist" in capsys.readouterr().err  # as cp would say
     out.parent.mkdir()
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 0
@@ -37,7 +37,7 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     trace = load_trace(out)
     assert trace.metadata.model_name == "cnn" and trace.metadata.batch_size == 2
     before = out.read_bytes()
-    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 1
     assert "already exists; pass --force" in capsys.readouterr().err
     assert out.read_bytes() == before
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force"]) == 0
@@ -106,7 +106,7 @@ def test_errors_are_one_line_and_write_nothing(
         if torch.cuda.is_available():
             pytest.skip("this machine has a GPU")
     result = run_cli("profile", *argv, "--quiet")
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr.startswith("sgdsim: error: ")
     assert expected in result.stderr
     assert "Traceback" not in result.stderr

@@ -160,7 +160,7 @@ def test_a_bad_runs_file_is_one_line_naming_it(
     from simcore.cli.main import main
 
     missing = tmp_path / "missing.json.gz"
-    assert main(["validate", "--from-runs", str(missing)]) == 2
+    assert main(["validate", "--from-runs", str(missing)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("sgdsim: error: ") and "missing.json.gz: no such file" in err
     assert err.count("\n") == 1
