@@ -12,6 +12,8 @@ import pytest
 from simcore.cli.main import main
 from simcore.trace.io import load_trace
 
+from output_support import output
+
 TINY = ["--batch-size", "2", "--steps", "2", "--warmup", "0", "--quiet"]
 
 
@@ -42,6 +44,11 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     assert out.read_bytes() == before
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force"]) == 0
     assert [p.name for p in out.parent.iterdir()] == ["cnn-b2.json"]  # no temporary files left
+    capsys.readouterr()
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force", "--json"]) == 0
+    doc = output(capsys.readouterr().out)  # the sgdsim-output document, per the schema
+    assert doc["command"] == "profile" and doc["context"]["written"] == str(out)
+    assert [p["layer"] for p in doc["points"]] == [layer.name for layer in load_trace(out).layers]
 
 
 def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
