@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 
@@ -24,6 +23,8 @@ from simcore.saturation import saturation_point
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
+
+from output_support import output
 
 B = 1e9  # bit/s
 M_BYTES = 1_250_000  # M/B = 10 ms at B
@@ -204,7 +205,8 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*CLI, "--confirm", "1", "--top", "3", "--json", "--quiet"]) == 0
     captured = capsys.readouterr()
-    doc = json.loads(captured.out)
+    full = output(captured.out)
+    doc = {**full["context"], "ranked": full["points"]}
     assert captured.err == ""
     assert (doc["machines"], doc["bandwidth_bps"], doc["candidates"]) == (4, 1e9, 34)
     assert doc["price_per_machine_hour"] is None and len(doc["ranked"]) == 3
@@ -233,7 +235,7 @@ def test_cli_errors_are_one_line(
     extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["advise", "cnn-b32", "--machines", "4", "--steps", "20", "--quiet"]
-    assert main([*args, *extra]) == 2
+    assert main([*args, *extra]) == 1
     err = capsys.readouterr().err
     assert err.startswith("sgdsim: error: ") and message in err and err.count("\n") == 1
 

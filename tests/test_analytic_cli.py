@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ from simcore.cli.main import main
 from simcore.network_io import load_network_profile
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace, save_trace
+
+from output_support import output
 
 
 @pytest.fixture()
@@ -46,7 +47,8 @@ def test_sync_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_matches_the_library(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["analyze", str(trace_file), "--workers", "1-3", "--bandwidth", "100Mbps"]
     assert main([*args, "--json", "--rho-t", "0.3", "--overlap-rule", "keep"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    full = output(capsys.readouterr().out)
+    doc = {**full["context"], "rows": full["points"]}
     assert (doc["mode"], doc["rho_t"], doc["overlap_rule"]) == ("async", 0.3, "keep")
     assert doc["bandwidth_bps"] == 1e8 and doc["params"]["batch_size"] == 16
     worker = worker_type_from_trace(load_trace(trace_file))
@@ -63,7 +65,8 @@ def test_json_matches_the_library(trace_file: Path, capsys: pytest.CaptureFixtur
 def test_sync_json_and_network_profile(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["analyze", "cnn-b32", "--workers", "4", "--mode", "sync", "--network", "veth-1gbit"]
     assert main([*args, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    full = output(capsys.readouterr().out)
+    doc = {**full["context"], "rows": full["points"]}
     profile = load_network_profile("veth-1gbit")
     b = profile.bandwidth_bps
     assert doc["bandwidth_bps"] == b
@@ -80,7 +83,7 @@ def test_sync_json_and_network_profile(capsys: pytest.CaptureFixture[str]) -> No
 def test_solver_option_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["analyze", "cnn-b32", "--workers", "6", "--solver", "bard-schweitzer", "--json"]
     assert main(args) == 0
-    assert json.loads(capsys.readouterr().out)["rows"][0]["solver"] == "bard-schweitzer"
+    assert output(capsys.readouterr().out)["points"][0]["solver"] == "bard-schweitzer"
 
 
 @pytest.mark.parametrize(
@@ -96,7 +99,7 @@ def test_solver_option_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_options_are_one_line_errors(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["analyze", "cnn-b32", *args]) == 2
+    assert main(["analyze", "cnn-b32", *args]) == 1
     err = capsys.readouterr().err
     assert err.startswith("sgdsim: error: ") and message in err and err.count("\n") == 1
 
@@ -104,5 +107,5 @@ def test_bad_options_are_one_line_errors(
 def test_unknown_trace_exits_2_from_the_console() -> None:
     cmd = [sys.executable, "-m", "simcore.cli.main", "analyze", "no-such-trace"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert done.returncode == 2 and "no-such-trace" in done.stderr
+    assert done.returncode == 1 and "no-such-trace" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

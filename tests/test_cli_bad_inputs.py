@@ -25,6 +25,8 @@ import simcore.files
 from simcore.cli.main import main
 from simcore.trace.io import SAMPLE_NETWORK_PACKAGE, load_trace, resolve_path
 
+from output_support import output, point
+
 FAST = ["--steps", "20", "--warmup", "2"]
 
 # Input files that are not what they should be, by kind: name -> bytes (None: a folder; absent
@@ -264,6 +266,8 @@ def inputs(tmp_path: Path) -> Path:
 
 def assert_one_line_error(code: int, out: str, err: str, culprits: Sequence[str]) -> None:
     assert code != 0, f"exit 0 with stdout {out!r}"
+    usage = err.endswith("--help)\n")  # what the argument parser refuses, not the input
+    assert code == (2 if usage else 1), (code, err)
     assert "Traceback" not in out + err
     assert err.startswith("sgdsim: error: ") and err.count("\n") == 1, err
     assert any(c in err for c in culprits), f"{err!r} names none of {culprits}"
@@ -433,11 +437,11 @@ def test_extreme_valid_bandwidths_give_finite_positive_results(
     argv = ["simulate", "cnn-b32", "--bandwidth", bandwidth, "--steps", "3", "--warmup", "1"]
     code, out, err = run([*argv, "--json"], capsys)
     assert code == 0, err
-    rate = throughput(json.loads(out))
+    rate = throughput(point(out))
     assert math.isfinite(rate) and rate > 0
     code, out, err = run(["analyze", "cnn-b32", "--bandwidth", bandwidth, "--json"], capsys)
     assert code == 0, err
-    row = json.loads(out)["rows"][0]
+    row = output(out)["points"][0]
     rates = [v["examples_per_s"] for v in row.values() if isinstance(v, dict)]
     assert rates and all(math.isfinite(r) and r > 0 for r in rates)
 
@@ -452,7 +456,7 @@ def test_the_longest_allowed_durations_give_a_finite_positive_result(
     path.write_text(json.dumps(doc))
     code, out, err = run(["simulate", str(path), "--steps", "3", "--warmup", "1", "--json"], capsys)
     assert code == 0, err
-    rate = throughput(json.loads(out))
+    rate = throughput(point(out))
     ops = sum(op["resource"] == "worker" for op in doc["ops"])
     # A worker computes its ops one after another: ops * 1e9 s per step at least.
     assert 0 < rate <= doc["metadata"]["batch_size"] / (ops * 1e9) * (1 + 1e-9)
@@ -477,7 +481,7 @@ def test_a_step_without_computation_is_refused_where_its_rate_is_unbounded(
     # With a parameter server the transfers still take time: a finite rate, bounded by the link.
     code, out, err = run(["simulate", str(path), *FAST, "--bandwidth", "1Gbps", "--json"], capsys)
     assert code == 0, err
-    rate = throughput(json.loads(out))
+    rate = throughput(point(out))
     pulled = sum(op["nbytes"] for op in doc["ops"] if op["kind"] == "pull")
     assert 0 < rate <= doc["metadata"]["batch_size"] * 1e9 / (8 * pulled) * (1 + 1e-9)
 

@@ -12,6 +12,8 @@ import pytest
 from simcore.cli.main import main
 from simcore.trace.io import load_trace
 
+from output_support import output
+
 TINY = ["--batch-size", "2", "--steps", "2", "--warmup", "0", "--quiet"]
 
 
@@ -29,7 +31,7 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "traces" / "cnn-b2.json"
-    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 1
     assert f"folder {out.parent} does not exist" in capsys.readouterr().err  # as cp would say
     out.parent.mkdir()
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 0
@@ -37,11 +39,16 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     trace = load_trace(out)
     assert trace.metadata.model_name == "cnn" and trace.metadata.batch_size == 2
     before = out.read_bytes()
-    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 2
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out)]) == 1
     assert "already exists; pass --force" in capsys.readouterr().err
     assert out.read_bytes() == before
     assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force"]) == 0
     assert [p.name for p in out.parent.iterdir()] == ["cnn-b2.json"]  # no temporary files left
+    capsys.readouterr()
+    assert main(["profile", "--model", "cnn", *TINY, "--out", str(out), "--force", "--json"]) == 0
+    doc = output(capsys.readouterr().out)  # the sgdsim-output document, per the schema
+    assert doc["command"] == "profile" and doc["context"]["written"] == str(out)
+    assert [p["layer"] for p in doc["points"]] == [layer.name for layer in load_trace(out).layers]
 
 
 def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
@@ -106,7 +113,7 @@ def test_errors_are_one_line_and_write_nothing(
         if torch.cuda.is_available():
             pytest.skip("this machine has a GPU")
     result = run_cli("profile", *argv, "--quiet")
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr.startswith("sgdsim: error: ")
     assert expected in result.stderr
     assert "Traceback" not in result.stderr

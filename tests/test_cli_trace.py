@@ -58,7 +58,7 @@ def test_export_chrome_events_follow_the_format(trace_file: Path, tmp_path: Path
     assert fwd1["ts"] == pytest.approx(1000.0) and fwd1["dur"] == pytest.approx(3000.0)
     assert fwd1["cat"] == "forward"
     # refuses to overwrite what exists
-    assert main(["trace", "export-chrome", str(trace_file), "-o", str(out)]) == 2
+    assert main(["trace", "export-chrome", str(trace_file), "-o", str(out)]) == 1
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +87,7 @@ def test_errors_are_one_line(
         a.replace("TRACE", str(trace_file)).replace("OUT", str(tmp_path / "o.json")) for a in args
     ]
     result = run_cli(*argv)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr.startswith("sgdsim: error: ")
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
@@ -98,6 +98,6 @@ def test_a_broken_file_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "layers": []}')
     result = run_cli("trace", "show", str(bad))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "bad.json: top level: missing required field 'ops'" in result.stderr
     assert "Traceback" not in result.stderr

@@ -17,6 +17,8 @@ from simcore.network_effects import EFFECT_KEYS, FlowSharing, RingGoodput, Trans
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.sim import SimulationConfig
 
+from output_support import output, point
+
 RUN = ["--steps", "60", "--warmup", "10"]
 CV, S_PER_BYTE, CORES = 0.26, 38e-9, 2.0
 RING = ((2, 800e6), (4, 700e6))
@@ -36,8 +38,7 @@ def profile_path(tmp_path: Path) -> Path:
 
 def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     assert main(["simulate", "cnn-b32", "--workers", "3", "--json", *RUN, *args]) == 0
-    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return doc
+    return point(capsys.readouterr().out)
 
 
 # --- simulate: every value from the option, else the profile, else the default -------------------
@@ -90,7 +91,7 @@ def test_profile_flow_weights_change_an_async_run_reproducibly_and_are_named(
     runs = []
     for extra in ([], ["--network", str(profile_path)], ["--network", str(profile_path)]):
         assert main([*args, *extra, "--comm-cpu", "0", "--json"]) == 0
-        runs.append(json.loads(capsys.readouterr().out))
+        runs.append(point(capsys.readouterr().out))
     plain, weighted, again = runs
     assert weighted["config"]["flow_weight_cv"] == CV and plain["config"]["flow_weight_cv"] == 0
     assert weighted["examples_per_s"] == again["examples_per_s"]  # same seed, same result
@@ -151,7 +152,7 @@ def test_flow_weights_from_a_profile_stay_off_where_they_do_not_apply(
         "used": False,
     }
     # Given explicitly for such a link, it is an error naming the option.
-    assert main(["simulate", "cnn-b32", *RUN, "--sharing", "fcfs", "--flow-weight-cv", "0.2"]) == 2
+    assert main(["simulate", "cnn-b32", *RUN, "--sharing", "fcfs", "--flow-weight-cv", "0.2"]) == 1
     assert "--flow-weight-cv: flow weights apply to a parameter server's link with ps sharing" in (
         capsys.readouterr().err
     )
@@ -197,7 +198,7 @@ def test_analyze_uses_the_bandwidth_and_says_what_it_cannot_model(
         f"38 ns/B on 2 cores ({profile_path})"
     ) in out[-1]
     assert main([*args, "--bandwidth", "1Gbps", "--json"]) == 0
-    link = json.loads(capsys.readouterr().out)["link"]
+    link = output(capsys.readouterr().out)["context"]["link"]
     assert link["bandwidth_bps"] == {"value": 1e9, "source": "--bandwidth"}
     assert set(link["not_modelled"]) == {"latency_s", "flow_weight_cv", "comm_cpu_s_per_byte"}
 
@@ -207,12 +208,12 @@ def test_analyze_ring_column_uses_the_ring_goodput(
 ) -> None:
     args = ["analyze", "cnn-b32", "--workers", "2", "--mode", "sync", "--json"]
     assert main([*args, "--bandwidth", "800Mbps"]) == 0
-    at_ring_rate = json.loads(capsys.readouterr().out)["rows"][0]["allreduce"]
+    at_ring_rate = output(capsys.readouterr().out)["points"][0]["allreduce"]
     assert main([*args, "--network", str(profile_path)]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["rows"][0]["allreduce"] == at_ring_rate  # 800 Mbit/s measured at W = 2
-    assert doc["rows"][0]["ps"] != at_ring_rate
-    assert doc["link"]["ring_bandwidth_bps"]["2"]["workers_measured"] == 2
+    doc = output(capsys.readouterr().out)
+    assert doc["points"][0]["allreduce"] == at_ring_rate  # 800 Mbit/s measured at W = 2
+    assert doc["points"][0]["ps"] != at_ring_rate
+    assert doc["context"]["link"]["ring_bandwidth_bps"]["2"]["workers_measured"] == 2
 
 
 def test_advise_simulations_use_the_effects(
@@ -220,7 +221,7 @@ def test_advise_simulations_use_the_effects(
 ) -> None:
     args = ["advise", "cnn-b32", "--machines", "3", "--steps", "30", "--confirm", "1", "--json"]
     assert main([*args, "--network", str(profile_path), "--comm-cpu", "5"]) == 0
-    link = json.loads(capsys.readouterr().out)["link"]
+    link = output(capsys.readouterr().out)["context"]["link"]
     assert link["bandwidth_bps"]["source"] == str(profile_path)
     assert link["simulated_effects"]["flow_weight_cv"] == {"value": CV, "source": str(profile_path)}
     assert link["simulated_effects"]["comm_cpu_s_per_byte"] == {
@@ -257,11 +258,11 @@ def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
     runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
     args = ["validate", "--from-runs", str(runs), "--quiet", "--json"]
     assert main(args) == 0
-    measured = json.loads(capsys.readouterr().out)
+    measured = output(capsys.readouterr().out)["context"]
     assert "flow weight cv 0.112 (measured)" in measured["link"]
     assert "(measured one flow)" in measured["link"]
     assert main([*args, "--network", str(profile_path), "--flow-weight-cv", "0.5"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = output(capsys.readouterr().out)["context"]
     assert doc["bandwidth_bps"] == load_network_profile(profile_path).bandwidth_bps
     assert doc["flow_weight_cv"] == 0.5
     assert doc["link"] == (
@@ -291,5 +292,5 @@ def test_validate_saves_what_it_measured_as_a_profile_the_others_read(
     assert profile.flow_sharing is not None and profile.ring_goodput is not None
     assert profile.flow_sharing.weight_cv == measured.sharing.weight_cv()
     assert profile.ring_goodput.points == ((2, measured.ring.goodput_bps()),)
-    assert main([*args]) == 2  # it is not overwritten without --force
+    assert main([*args]) == 1  # it is not overwritten without --force
     assert "already exists" in capsys.readouterr().err

@@ -156,7 +156,7 @@ def test_the_cli_refuses_ten_million_workers_before_it_starts(
     monkeypatch.setattr(simulate_cmd, "available_memory_bytes", lambda: 16.0 * 2**30)
     # Few steps, so that the run is within the simulated-ops limit and memory decides alone.
     argv = ["simulate", "cnn-b8", "--workers", "10000000", "--steps", "2", "--warmup", "1"]
-    assert main([*argv, "--replications", "1", "--quiet"]) == 2
+    assert main([*argv, "--replications", "1", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "--workers: 10,000,000 workers need about " in err
     assert "of the 16.0 GiB available" in err and "workers fit" in err

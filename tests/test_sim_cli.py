@@ -15,6 +15,8 @@ from simcore.errors import ConfigError
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import save_trace
 
+from output_support import output, point
+
 FAST = ["--steps", "30", "--warmup", "5", "--bandwidth", "1Gbps"]
 
 
@@ -44,7 +46,7 @@ def test_single_run_prints_a_summary(trace_file: Path, capsys: pytest.CaptureFix
 def test_json_is_one_object(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["simulate", str(trace_file), "--workers", "2", "--mode", "sync", "--json", *FAST]
     assert main([*args, "--sharing", "fcfs", "--replications", "3"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = point(capsys.readouterr().out)
     assert doc["config"]["workers"] == 2 and doc["config"]["sharing"] == "fcfs"
     assert doc["steps_per_s"]["method"] == "replications"
     assert doc["examples_per_s"]["value"] == pytest.approx(16 * doc["steps_per_s"]["value"])
@@ -66,8 +68,8 @@ def test_sweep_prints_a_table(trace_file: Path, capsys: pytest.CaptureFixture[st
 
 def test_sweep_json(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(trace_file), "--workers", "1,2", "--json", *FAST]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert [p["config"]["workers"] for p in doc["sweep"]] == [1, 2]
+    doc = output(capsys.readouterr().out)
+    assert [p["config"]["workers"] for p in doc["points"]] == [1, 2]
 
 
 @pytest.mark.parametrize("fmt", ["chrome", "records"])
@@ -86,7 +88,7 @@ def test_timeline_is_written_and_never_overwritten_silently(
         assert doc["columns"][:3] == ["worker", "step", "resource"]
         assert len(doc["steps"]) == 6
     before = out.read_text()
-    assert main(args) == 2
+    assert main(args) == 1
     assert "already exists; pass --force" in capsys.readouterr().err
     assert out.read_text() == before
     assert main([*args, "--force"]) == 0
@@ -108,10 +110,10 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--comm-cpu", "-1", "--host-cores", "1"], "--comm-cpu: must be >= 0 ns per byte"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
+def test_bad_input_is_one_line_and_exit_1(
     trace_file: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    assert main(["simulate", str(trace_file), *extra]) == 2
+    assert main(["simulate", str(trace_file), *extra]) == 1
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -157,7 +159,7 @@ def test_unwritable_timeline_fails_before_simulating(
     monkeypatch.setattr("simcore.cli.simulate_cmd.simulate", boom)
     target = tmp_path if where == "directory" else trace_file / "timeline.json"
     args = ["simulate", str(trace_file), "--timeline", str(target), "--force", *FAST]
-    assert main(args) == 2
+    assert main(args) == 1
     err = capsys.readouterr().err
     expected = "is a directory" if where == "directory" else f"{trace_file} is not a folder"
     assert "--timeline: " in err and expected in err and err.count("\n") == 1
@@ -166,7 +168,7 @@ def test_unwritable_timeline_fails_before_simulating(
 
 def test_trace_whose_steps_take_no_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = save_trace(synthetic_trace([0.0], [0.0], [0]), tmp_path / "empty.json")
-    assert main(["simulate", str(path), "--workers", "1-4"]) == 2
+    assert main(["simulate", str(path), "--workers", "1-4"]) == 1
     err = capsys.readouterr().err
     assert "profiled step 0" in err and "throughput is unbounded" in err
     assert err.count("\n") == 1
@@ -178,12 +180,12 @@ def test_placement_file_naming_a_missing_layer(
     mapping = tmp_path / "placement.json"
     mapping.write_text(json.dumps({"l0": 0, "l1": 1, "fc9": 1}))
     args = ["simulate", str(trace_file), "--servers", "2", "--placement", str(mapping)]
-    assert main(args) == 2
+    assert main(args) == 1
     assert "placement: layer 'fc9' is not in trace" in capsys.readouterr().err
 
 
 def test_missing_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "no-such-trace.json"]) == 2
+    assert main(["simulate", "no-such-trace.json"]) == 1
     assert "no such file" in capsys.readouterr().err
 
 
@@ -203,7 +205,7 @@ def test_console_entry_point(trace_file: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["steps_per_s"]["value"] > 0
+    assert point(proc.stdout)["steps_per_s"]["value"] > 0
 
 
 def test_hybrid_summary_names_its_components(
@@ -235,7 +237,7 @@ def test_network_profile_sets_the_link_unless_options_do(
     profile = load_network_profile("veth-1gbit")
     args = ["simulate", str(trace_file), "--steps", "30", "--warmup", "5", "--json", *extra]
     assert main(args) == 0
-    config = json.loads(capsys.readouterr().out)["config"]
+    config = point(capsys.readouterr().out)["config"]
     expected_bw = profile.bandwidth_bps if bandwidth_bps == "profile" else bandwidth_bps
     expected_lat = profile.latency_s if latency_s == "profile" else latency_s
     assert config["bandwidth_bps"] == pytest.approx(expected_bw)
@@ -245,7 +247,7 @@ def test_network_profile_sets_the_link_unless_options_do(
 def test_unknown_network_profile_is_one_line(
     trace_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["simulate", str(trace_file), "--network", "nope", *FAST]) == 2
+    assert main(["simulate", str(trace_file), "--network", "nope", *FAST]) == 1
     err = capsys.readouterr().err
     assert "nope: no such file, and not a shipped sample; samples: loopback, veth-1gbit" in err
     assert err.count("\n") == 1
@@ -258,8 +260,8 @@ def test_transfers_cpu_cost_slows_colocated_workers(
     common += ["--mode", "sync"]  # (async workers may fall into a faster interleaving)
     common += ["--host-cores", "1", "--steps", "30", "--warmup", "5", "--bandwidth", "100Mbps"]
     assert main(common) == 0
-    plain = json.loads(capsys.readouterr().out)
+    plain = point(capsys.readouterr().out)
     assert main([*common, "--comm-cpu", "60"]) == 0
-    costly = json.loads(capsys.readouterr().out)
+    costly = point(capsys.readouterr().out)
     assert costly["config"]["comm_cpu_s_per_byte"] == pytest.approx(60e-9)
     assert costly["examples_per_s"]["value"] < plain["examples_per_s"]["value"]

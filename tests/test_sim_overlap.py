@@ -13,7 +13,6 @@ pulls and pushes take 8, 16 and 4 ms; forwards 10, 20, 30 ms; backwards 20, 40, 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
 
 import pytest
@@ -26,6 +25,8 @@ from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.build import synthetic_trace
 from simcore.trace.model import Trace
 from simcore.trace.parse import trace_from_dict, trace_to_dict
+
+from output_support import point
 
 B = 1e9
 FORWARD_S = [0.010, 0.020, 0.030]
@@ -203,8 +204,8 @@ def test_strict_phases_hold_in_every_step(
 def test_cli_overlap_option(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["simulate", "cnn-b32", "--steps", "12", "--warmup", "2", "--bandwidth", "1Gbps"]
     assert main([*args, "--overlap", "none", "--json"]) == 0
-    strict = json.loads(capsys.readouterr().out)
+    strict = point(capsys.readouterr().out)
     assert main([*args, "--json"]) == 0
-    layerwise = json.loads(capsys.readouterr().out)
+    layerwise = point(capsys.readouterr().out)
     assert strict["config"]["overlap"] == "none" and layerwise["config"]["overlap"] == "layerwise"
     assert layerwise["steps_per_s"]["value"] > strict["steps_per_s"]["value"]

@@ -204,6 +204,7 @@ class Advice:
     machines: int
     bandwidth_bps: float
     price_per_machine_hour: float | None
+    interrupted: bool = False  # Ctrl-C stopped the simulations: ``simulated`` holds those done
 
     @property
     def best(self) -> Ranked:
@@ -448,16 +449,17 @@ def advise(
     ]
     if configure is not None:
         configs = [configure(config) for config in configs]
-    simulated = _simulate_all(trace, top, configs, progress)
+    simulated, interrupted = _simulate_all(trace, top, configs, progress)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
     ranked.sort(key=lambda r: _order(r.candidate, r.examples_per_s))
     return Advice(
         ranked=tuple(ranked),
         saturation=_saturations(analytic),
-        simulated=tuple(top),
+        simulated=tuple(c for c in top if c in simulated),
         machines=machines,
         bandwidth_bps=float(bandwidth_bps),
         price_per_machine_hour=price_per_machine_hour,
+        interrupted=interrupted,
     )
 
 
@@ -489,18 +491,25 @@ def _simulate_all(
     top: Sequence[Candidate],
     configs: Sequence[SimulationConfig],
     progress: Progress | None,
-) -> dict[Candidate, SimulationResult]:
-    """Simulate each candidate (all validated first); progress counts worker-steps of all."""
+) -> tuple[dict[Candidate, SimulationResult], bool]:
+    """Simulate each candidate (all validated first); progress counts worker-steps of all.
+
+    Ctrl-C (KeyboardInterrupt) stops the simulations and keeps those that finished; the second
+    value says it happened. The analytic ranking is complete either way.
+    """
     for config in configs:
         validate(trace, config)
     total = sum(_work(c) for c in configs)
     out: dict[Candidate, SimulationResult] = {}
     done = 0
-    for candidate, config in zip(top, configs, strict=True):
-        report = None if progress is None else _offset(progress, done, total)
-        out[candidate] = simulate(trace, config, progress=report)
-        done += _work(config)
-    return out
+    try:
+        for candidate, config in zip(top, configs, strict=True):
+            report = None if progress is None else _offset(progress, done, total)
+            out[candidate] = simulate(trace, config, progress=report)
+            done += _work(config)
+    except KeyboardInterrupt:
+        return out, True
+    return out, False
 
 
 def _offset(progress: Progress, offset: int, total: int) -> Progress:

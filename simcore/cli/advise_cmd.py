@@ -8,7 +8,6 @@ AllReduce at every worker count that fits, by the analytic models, then simulate
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from simcore.analytic.advisor import (
@@ -25,10 +24,18 @@ from simcore.cli.link_options import (
     add_effect_options,
     link_settings,
 )
+from simcore.cli.output_options import (
+    EXIT_INTERRUPTED,
+    add_output_options,
+    advise_csv,
+    interrupted_note,
+    print_csv,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
+from simcore.report.output import print_json
 from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -88,7 +95,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
     add_replications_options(p, phases=False)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -107,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     bandwidth_bps, latency_s = link.bandwidth_bps.value, link.latency_s.value
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
-    progress = Progress("simulate", "worker-steps", enabled=not (args.quiet or args.json))
+    quiet = args.quiet or args.json or args.csv
+    progress = Progress("simulate", "worker-steps", enabled=not quiet)
     try:
         advice = advise(
             trace,
@@ -132,12 +140,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
     check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
-        doc = advice_to_dict(advice, trace, args, latency_s)
-        doc["link"] = advice_link_dict(link)
-        print(json.dumps(doc, allow_nan=False))
+        context = advice_to_dict(advice, trace, args, latency_s)
+        context["link"] = advice_link_dict(link)
+        points = context.pop("ranked")
+        print_json(args, "advise", points, context=context, interrupted=advice.interrupted)
+    elif args.csv:
+        print_csv(*advise_csv(advice.ranked[: args.top], advice.price_per_machine_hour))
     else:
         print(format_advice(advice, trace, args, where))
         print("\n".join(advice_link_lines(link)))
+    if advice.interrupted:
+        confirming = min(args.confirm, len(advice.ranked))
+        interrupted_note("advise", len(advice.simulated), confirming, "confirming simulations")
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -9,7 +9,6 @@ ring AllReduce (Eq. 11). Milliseconds per worker count, against seconds for ``sg
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
@@ -25,9 +24,17 @@ from simcore.cli.link_options import (
     add_effect_options,
     link_settings,
 )
+from simcore.cli.output_options import (
+    EXIT_INTERRUPTED,
+    add_output_options,
+    analyze_csv,
+    interrupted_note,
+    print_csv,
+)
 from simcore.cli.simulate_cmd import parse_workers
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
+from simcore.report.output import print_json
 from simcore.sim.config import MODES
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
@@ -78,7 +85,7 @@ def register(subparsers: Any) -> None:
     )
     hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
     hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(p)
     p.set_defaults(handler=run)
 
 
@@ -137,7 +144,14 @@ def run(args: argparse.Namespace) -> int:
     b = link.bandwidth_bps.value
     trace = load_trace(args.trace)
     worker = _host(args, worker_type_from_trace(trace), topology)
-    rows = [analyze_row(args, worker, w, b, _ring_b(args, link, w)) for w in counts]
+    rows: list[Row] = []
+    try:
+        for w in counts:
+            rows.append(analyze_row(args, worker, w, b, _ring_b(args, link, w)))
+    except KeyboardInterrupt:  # Ctrl-C: keep the rows that finished, if any
+        if not rows:
+            raise
+    interrupted = len(rows) < len(counts)
     columns = SYNC_COLUMNS if args.mode == "sync" else ASYNC_COLUMNS
     check_rates(
         (f"--workers {row['workers']}, {name} model", row[name]["examples_per_s"])
@@ -145,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         for name in columns
     )
     if args.json:
-        doc = {
+        context = {
             "trace": trace.source,
             "model": trace.metadata.model_name,
             "mode": args.mode,
@@ -159,13 +173,17 @@ def run(args: argparse.Namespace) -> int:
                 "model_nbytes": worker.model_nbytes,
                 "batch_size": worker.batch_size,
             },
-            "rows": rows,
             "link": analytic_link_dict(args, link, counts),
         }
-        print(json.dumps(doc, allow_nan=False))
+        print_json(args, "analyze", rows, context=context, interrupted=interrupted)
+    elif args.csv:
+        print_csv(*analyze_csv(rows, columns))
     else:
         print(format_table(args, worker, b, rows))
         print("\n".join(analytic_link_lines(args, link, counts)))
+    if interrupted:
+        interrupted_note("analyze", len(rows), len(counts))
+        return EXIT_INTERRUPTED
     return 0
 
 

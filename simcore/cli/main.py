@@ -1,8 +1,10 @@
+# PYTHON_ARGCOMPLETE_OK
 """Entry point of the ``sgdsim`` console command.
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds a parser and
 sets ``handler``: a function taking the parsed arguments and returning an exit code. Errors that
-sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 2. Numpy
+sgdsim raises on purpose, and file-system errors, become one line on stderr and exit code 1 (bad
+input); a usage mistake the argument parser finds exits with 2. Numpy
 floating-point problems and RuntimeWarnings are errors too (outside the torch commands), so a
 number that went wrong is refused rather than printed; they are a last resort behind the input
 checks. A closed stdout pipe ends quietly with 141, Ctrl-C with 130. No traceback reaches the user.
@@ -18,9 +20,9 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
+import argcomplete
 import numpy as np
 
-from simcore import __version__
 from simcore.errors import SgdsimError
 
 # Subcommand modules in help order. Heavy imports (torch) happen inside handlers, not here.
@@ -38,7 +40,8 @@ COMMAND_MODULES = (
 # Commands whose work runs torch: numeric warnings are errors in every other command.
 TORCH_COMMANDS = ("profile", "validate", "network")
 
-EXIT_USAGE = 2
+EXIT_BAD_INPUT = 1  # any SgdsimError, or a file the system refused
+EXIT_USAGE = 2  # what argparse refuses
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `yes | head -1` leaves in ${PIPESTATUS[0]}
 
@@ -55,11 +58,16 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Imported here: simcore.report's package imports this module (OneLineErrorParser).
+    from simcore.cli.version import VersionAction
+
     parser = OneLineErrorParser(
         prog="sgdsim",
         description="Predict distributed SGD throughput on W workers from a one-worker profile.",
     )
-    parser.add_argument("--version", action="version", version=f"sgdsim {__version__}")
+    parser.add_argument(
+        "--version", action=VersionAction, help="the version of sgdsim and of the formats it reads"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         try:
@@ -76,7 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     _tolerant_output()
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        argcomplete.autocomplete(parser)  # answers a shell's completion request, then exits
+        args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # for --json's "argv"
         return _run(args)
     except BrokenPipeError:
         # The reader went away (`sgdsim ... | head`): end quietly, as a command killed by SIGPIPE
@@ -117,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _error(message: str) -> int:
     print(f"sgdsim: error: {one_line(message)}", file=sys.stderr)
-    return EXIT_USAGE
+    return EXIT_BAD_INPUT
 
 
 def one_line(message: str) -> str:

@@ -11,10 +11,12 @@ import sys
 from typing import Any
 
 from profilers.network_measure import add_measure_arguments, measure_profile, options_from_args
+from simcore.cli.output_options import add_output_options
 from simcore.cli.progress import Progress
 from simcore.files import check_output
-from simcore.network import network_profile_table
+from simcore.network import network_profile_table, network_profile_to_dict
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
+from simcore.report.output import print_json
 
 
 def register(subparsers: Any) -> None:
@@ -32,11 +34,13 @@ def register(subparsers: Any) -> None:
         "--master-addr and --master-port (the fit and the CPU cost only).",
     )
     add_measure_arguments(measure)
+    add_output_options(measure, table=False)
     measure.set_defaults(handler=run_measure)
     show = actions.add_parser("show", help="print a network profile and its fit")
     show.add_argument(
         "profile", help="profile file or shipped sample name: " + ", ".join(network_sample_names())
     )
+    add_output_options(show, table=False)
     show.set_defaults(handler=run_show)
 
 
@@ -45,16 +49,22 @@ def run_measure(args: argparse.Namespace) -> int:
         check_output(args.out, "-o/--out", force=args.force)
     profile = measure_profile(
         options_from_args(args),
-        progress=Progress("network", "message sizes", enabled=not args.quiet),
-        say=None if args.quiet else lambda line: print(line, file=sys.stderr),
+        progress=Progress("network", "message sizes", enabled=not (args.quiet or args.json)),
+        say=None if args.quiet or args.json else lambda line: print(line, file=sys.stderr),
     )
     if args.out:
         save_network_profile(profile, args.out, overwrite=args.force)
-    if not args.quiet:
+    if args.json:
+        print_json(args, "network measure", [network_profile_to_dict(profile)])
+    elif not args.quiet:
         print(network_profile_table(profile))
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    print(network_profile_table(load_network_profile(args.profile)))
+    profile = load_network_profile(args.profile)
+    if args.json:
+        print_json(args, "network show", [network_profile_to_dict(profile)])
+    else:
+        print(network_profile_table(profile))
     return 0

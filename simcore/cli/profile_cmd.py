@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from simcore.cli.output_options import add_output_options, trace_show_document
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.files import check_output
+from simcore.report.output import print_json
 from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
 
@@ -42,6 +44,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-o", "--out", help="output trace file (.json, or .json.gz compressed)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_output_options(parser, table=False)
     parser.set_defaults(handler=run)
 
 
@@ -95,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(trace)
     fwd, bwd = summary.phase_s["forward"].mean, summary.phase_s["backward"].mean
     overhead = summary.overhead_s["total"].mean if summary.overhead_s else 0.0
+    if args.json:  # the trace it wrote, as `trace show --json` shows one
+        points, context = trace_show_document(trace, summary)
+        print_json(args, "profile", points, context={**context, "written": str(path)})
+        return 0
     print(
         f"wrote {path}: {summary.n_layers} layers, {len(trace.ops)} ops/step, "
         f"{trace.n_steps} steps; forward {fwd * 1e3:.2f} ms, backward {bwd * 1e3:.2f} ms, "

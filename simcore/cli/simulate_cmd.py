@@ -8,7 +8,6 @@ sizes and durations accept units (``10Gbps``, ``64KiB``, ``50us``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,15 @@ from simcore.cli.link_options import (
     link_settings,
 )
 from simcore.cli.machine import available_memory_bytes
+from simcore.cli.output_options import (
+    EXIT_INTERRUPTED,
+    SIMULATE_CSV_HEADER,
+    add_output_options,
+    interrupted_note,
+    print_csv,
+    simulate_csv_rows,
+    simulation_points,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
     add_replications_options,
@@ -41,10 +49,11 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import check_output, read_json_file
 from simcore.link_settings import LinkSettings
+from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
 from simcore.sim.preflight import check_memory
-from simcore.sim.results import result_to_dict, timeline_to_dict
+from simcore.sim.results import timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
@@ -165,7 +174,7 @@ def register(subparsers: Any) -> None:
     )
     add_host_options(p)
     add_effect_options(p, cpu=False)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(p)
     p.add_argument(
         "--timeline", help="write the simulated timeline to this .json (or .json.gz) file"
     )
@@ -325,44 +334,39 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(
         "simulate",
         "worker-steps",
-        enabled=not (args.quiet or args.json) and work >= PROGRESS_MIN_OPS,
+        enabled=not (args.quiet or args.json or args.csv) and work >= PROGRESS_MIN_OPS,
     )
     progress(0, total)  # on a terminal, the line shows before the first workers are built
-    results = []
+    results: list[SimulationResult] = []
     done = 0
-    for config in configs:
-        results.append(simulate(traces, config, progress=_offset(progress, done, total)))
-        done += _work(config)
+    try:
+        for config in configs:
+            results.append(simulate(traces, config, progress=_offset(progress, done, total)))
+            done += _work(config)
+    except KeyboardInterrupt:  # Ctrl-C: keep the points that finished, if any
+        if not results:
+            raise
+    interrupted = len(results) < len(configs)
     check_rates((f"--workers {r.config.workers}", r.examples_per_s.value) for r in results)
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
     if args.json:
-        doc = (
-            result_to_dict(results[0])
-            if len(results) == 1
-            else {"sweep": [result_to_dict(r) for r in results]}
-        )
-        add_link_to_json(doc, link, results)
-        print(json.dumps(doc, allow_nan=False))
-    elif len(results) == 1:
+        print_json(args, "simulate", simulation_points(results, link), interrupted=interrupted)
+    elif args.csv:
+        print_csv(SIMULATE_CSV_HEADER, simulate_csv_rows(results))
+    elif len(configs) == 1:
         print(format_result(results[0], traces[0]))
     else:
         print(format_sweep(results, traces[0]))
-    if not args.json:
+    if not (args.json or args.csv):
         print(link_text(link, results))
-    if args.phases and not args.json:
+    if args.phases and not (args.json or args.csv):
         for result in results:
             print("\n".join(format_phases(result)))
+    if interrupted:
+        interrupted_note("simulate", len(results), len(configs))
+        return EXIT_INTERRUPTED
     return 0
-
-
-def add_link_to_json(
-    doc: dict[str, Any], link: LinkSettings, results: list[SimulationResult]
-) -> None:
-    """Every result's ``link``: which effects were on and where each value came from."""
-    entries = doc.get("sweep", [doc])
-    for entry, result in zip(entries, results, strict=True):
-        entry["link"] = link.to_dict(result.config)
 
 
 def link_text(link: LinkSettings, results: list[SimulationResult]) -> str:

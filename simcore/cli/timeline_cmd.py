@@ -10,6 +10,7 @@ Chrome Trace Event JSON (Perfetto UI, chrome://tracing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 from typing import Any
@@ -29,6 +30,7 @@ from simcore.cli.link_options import (
     link_lines,
     link_settings,
 )
+from simcore.cli.output_options import add_output_options, simulation_points
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -40,6 +42,7 @@ from simcore.export.chrome import (
 from simcore.files import FIGURE_SUFFIXES, check_output
 from simcore.link_settings import LinkSettings
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
+from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
 from simcore.sim.config import ARCHS, MODES
 from simcore.sim.sharing import sharing_policy_names
@@ -120,6 +123,7 @@ def register(subparsers: Any) -> None:
     add_host_options(p, hosts_list=False)
     add_effect_options(p, cpu=False)
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_output_options(p, table=False)
     p.set_defaults(handler=run)
 
 
@@ -161,11 +165,17 @@ def run(args: argparse.Namespace) -> int:
     validate(trace, config)
     result = simulate(trace, config)
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
-    if args.profiled:
-        _profiled(args, trace, result)
-    else:
-        _timeline(args, trace, result, window, time_s, shown)
+    # With --json, stdout holds the document alone: what the drawing says goes to stderr.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        if args.profiled:
+            _profiled(args, trace, result)
+        else:
+            _timeline(args, trace, result, window, time_s, shown)
     print("\n".join(link_lines(link, link.describe(config))), file=sys.stderr)
+    if args.json:
+        written = [path for path in (args.out, args.chrome) if path is not None]
+        context = {"written": written, "window_steps": None if window is None else list(window)}
+        print_json(args, "timeline", simulation_points([result], link), context=context)
     return 0
 
 

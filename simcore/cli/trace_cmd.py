@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from simcore.cli.output_options import (
+    TRACE_LAYERS_CSV_HEADER,
+    add_output_options,
+    print_csv,
+    slowest_layers,
+    trace_layer_rows,
+    trace_show_document,
+)
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, profiled_step_spans
 from simcore.files import check_output
+from simcore.report.output import print_json
 from simcore.trace.io import load_trace, sample_names, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
@@ -24,6 +33,7 @@ def register(subparsers: Any) -> None:
     show.add_argument(
         "--layers", type=int, default=SLOWEST_LAYERS_SHOWN, help="slowest layers shown"
     )
+    add_output_options(show)
     show.set_defaults(handler=run_show)
 
     export = actions.add_parser("export-chrome", help="a profiled step as Chrome Trace Event JSON")
@@ -49,7 +59,16 @@ def run_show(args: argparse.Namespace) -> int:
     if args.layers < 0:
         raise ConfigError(f"--layers: must be an integer >= 0, got {args.layers}")
     trace = load_trace(args.trace)
-    print(format_summary(trace, summarize(trace), args.layers))
+    summary = summarize(trace)
+    if args.json:
+        points, context = trace_show_document(trace, summary)
+        print_json(args, "trace show", points, context=context)
+    elif args.csv:
+        print_csv(
+            TRACE_LAYERS_CSV_HEADER, trace_layer_rows(slowest_layers(summary.layers, args.layers))
+        )
+    else:
+        print(format_summary(trace, summary, args.layers))
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from simcore.cli.link_options import link_settings
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import check_output
+from simcore.report.output import print_json
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.units import parse_bandwidth
 
@@ -131,7 +131,9 @@ def register(subparsers: Any) -> None:
         "busy with other jobs the measurements are noisy.",
     )
     add_run_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document (sgdsim-output, OUTPUT.md)"
+    )
     p.add_argument("-o", "--out", help="also write the solo trace to this file (.json or .json.gz)")
     p.add_argument(
         "--save-runs",
@@ -217,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
 
         save_network_profile(report.network, args.save_network, overwrite=args.force)
     if args.json:
-        print(json.dumps(_report_dict(report), indent=1, allow_nan=False))
+        context = _report_dict(report)
+        print_json(args, "validate", context.pop("points"), context=context)
     else:
         print(report_text(report))
     return 0
