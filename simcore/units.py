@@ -44,6 +44,7 @@ __all__ = [
     "parse_bandwidth",
     "parse_duration",
     "parse_size",
+    "parse_time_per_size",
 ]
 
 MIN_BANDWIDTH_BPS = 1.0  # 1 bit/s
@@ -286,6 +287,47 @@ def parse_duration(
     2e-05
     """
     return _parse(_DURATION, value, name, default_unit, positive)[0]
+
+
+def parse_time_per_size(value: str, *, name: str = "time per size") -> tuple[float, bool]:
+    """Parse a per-byte cost such as ``1ns/B``, ``0.5us/KiB`` or ``2ms/MB`` into seconds/byte.
+
+    A duration (:func:`parse_duration`, 0 accepted) over a size (:func:`parse_size`; a bare
+    unit means one of it: ``/KiB`` is per 1024 bytes). A bare number is read as seconds per byte,
+    the unit this took before it took units; the second value returned is True then, so that a
+    command can say which unit it assumed.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name``, the value, and the form expected.
+
+    Examples
+    --------
+    >>> parse_time_per_size("1ns/B")
+    (1e-09, False)
+    >>> parse_time_per_size("0.5us/KiB")[0] * 1024
+    5e-07
+    """
+    text = str(value).strip()
+    time_text, slash, size_text = text.partition("/")
+    expected = "a time per size such as 1ns/B or 0.5us/KiB (or a bare number of seconds per byte)"
+    if not slash:
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {value!r} is not {expected}") from None
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ConfigError(f"{name}: {value!r} must be a finite number >= 0")
+        return seconds, True
+    if not time_text.strip() or not size_text.strip():
+        raise ConfigError(f"{name}: {value!r} is not {expected}")
+    seconds = parse_duration(time_text, name=f"{name} (time before /)", positive=False)
+    per = size_text.strip()
+    if not per[0].isdigit() and per[0] != ".":
+        per = "1" + per
+    nbytes = parse_size(per, name=f"{name} (size after /)")
+    return seconds / nbytes, False
 
 
 def check_bandwidth_range(name: str, bps: float) -> None:

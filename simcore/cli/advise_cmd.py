@@ -36,20 +36,6 @@ from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
 
 MAX_PRICE = 1e12  # per machine-hour
 
-# The library names its parameters; the CLI user knows them as options.
-OPTION_OF = {
-    "machines": "--machines",
-    "price_per_machine_hour": "--price",
-    "confirm_top": "--confirm",
-    "sim_steps": "--steps",
-    "seed": "--seed",
-    "devices_per_host": "--devices-per-host",
-    "intra_bandwidth_bps": "--intra-bandwidth",
-    "flow_cap_bps": "--flow-cap",
-    "replications": "--replications",
-}
-
-
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "advise",
@@ -108,28 +94,22 @@ def run(args: argparse.Namespace) -> int:
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
     progress = Progress("simulate", "worker-steps", enabled=not (args.quiet or args.json))
-    try:
-        advice = advise(
-            trace,
-            args.machines,
-            bandwidth_bps,
-            price_per_machine_hour=args.price,
-            confirm_top=args.confirm,
-            sim_steps=args.steps,
-            seed=args.seed,
-            latency_s=latency_s,
-            progress=progress,
-            devices_per_host=sizes,
-            intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
-            flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
-            replications=args.replications,
-            configure=lambda config: link.apply(config, strict=False),
-        )
-    except ConfigError as err:
-        name, _, rest = str(err).partition(":")
-        if name not in OPTION_OF:
-            raise
-        raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
+    advice = advise(
+        trace,
+        args.machines,
+        bandwidth_bps,
+        price_per_machine_hour=args.price,
+        confirm_top=args.confirm,
+        sim_steps=args.steps,
+        seed=args.seed,
+        latency_s=latency_s,
+        progress=progress,
+        devices_per_host=sizes,
+        intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
+        flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
+        replications=args.replications,
+        configure=lambda config: link.apply(config, strict=False),
+    )
     check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
         doc = advice_to_dict(advice, trace, args, latency_s)

@@ -18,6 +18,7 @@ from typing import Any
 
 from simcore.cli.link_options import load_network_option, resolve_link
 from simcore.cli.main import OneLineErrorParser
+from simcore.cli.option_names import user_message
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
@@ -173,7 +174,7 @@ def run_scenario(name: str, body: Callable[[], None]) -> int:
     try:
         body()
     except SgdsimError as err:
-        print(f"{name}: error: {err}", file=sys.stderr)
+        print(f"{name}: error: {user_message(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
