@@ -56,12 +56,20 @@ OPTION_OF: dict[str, str] = {
     "hosts": "--hosts",
     "nic_bandwidth_bps": "--worker-bandwidth",
     "server_bandwidth_bps": "--bandwidth",
+    # The analytic models' Cluster (analyze)
+    "counts": "--workers",
     # The advisor
     "machines": "--machines",
     "price_per_machine_hour": "--price",
     "confirm_top": "--confirm",
     "sim_steps": "--steps",
     "trace": "TRACE",
+    # validate's real runs (profilers.distributed)
+    "warmup": "--warmup",
+    "repetitions": "--repetitions",
+    "workers_max": "--workers-max",
+    "batch_size": "--batch-size",
+    "model": "--model",
 }
 
 # ``name=value`` as a repr in a library message: ``mode='sync'``, ``servers=1``.
