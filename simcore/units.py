@@ -40,6 +40,7 @@ __all__ = [
     "check_duration_range",
     "format_bandwidth",
     "format_bytes",
+    "format_number",
     "format_seconds",
     "parse_bandwidth",
     "parse_duration",
@@ -400,6 +401,32 @@ def format_bytes(nbytes: float) -> str:
     if math.isfinite(nbytes) and abs(nbytes) < 1024 and float(nbytes).is_integer():
         return f"{int(nbytes)} B"
     return _format_scaled(nbytes, _BYTE_STEPS)
+
+
+NUMBER_DIGITS = 4  # significant digits of every number a table prints
+
+
+def format_number(value: float, digits: int = NUMBER_DIGITS) -> str:
+    """A number as every table prints it: ``digits`` significant digits, trailing zeros kept so
+    that a column reads at one precision (``16.60`` beside ``3.736``), no exponent from 1e-3 to
+    below 1e15 (larger integers parts are printed whole: ``123457``).
+
+    >>> format_number(16.6), format_number(3.7361), format_number(123456.7), format_number(0)
+    ('16.60', '3.736', '123457', '0')
+    """
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude < 1e-3 or magnitude >= 1e15:
+        return f"{value:.{digits - 1}e}"
+    exponent = math.floor(math.log10(magnitude))
+    decimals = max(0, digits - 1 - exponent)
+    text = f"{value:.{decimals}f}"
+    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > digits:
+        text = f"{value:.{decimals - 1}f}"  # rounding carried over a power of ten: 9.9996
+    return text
 
 
 def format_seconds(seconds: float) -> str:

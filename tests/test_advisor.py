@@ -189,14 +189,26 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = captured.out.splitlines()
     assert out[0].startswith("cnn, batch 32/worker, ") and "budget 4 machines" in out[0]
     assert out[1].startswith("34 configurations") and "best 2 simulated" in out[1]
-    assert out[3].split()[:4] == ["rank", "configuration", "machines", "analytic"]
-    assert out[3].endswith("simulated (95% CI)            cost/M ex")
-    rows = out[5:10]
+    assert out[2].startswith("ranked: the simulated configurations first")
+    header = out[3].split("  ")
+    header = [h.strip() for h in header if h.strip()]
+    assert header == [
+        "rank", "architecture", "servers", "sharing", "W", "machines", "examples/s", "by",
+        "analytic", "simulated 95% CI", "seeds min .. max", "cost/M ex",
+    ]  # fmt: skip
+    rows = out[4:9]
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    by = [r[out[3].index("by") :].split()[0] for r in rows]
+    assert by == ["simulated", "simulated", "analytic", "analytic", "analytic"]
+    for row in rows:  # each row says its architecture and, for a PS, its sharing assumption
+        arch = row[out[3].index("architecture") :].split("  ")[0].strip()
+        sharing = row[out[3].index("sharing") :].split()[0]
+        assert arch in ("PS Async", "PS Sync", "ring AllReduce")
+        assert sharing in (("-",) if arch == "ring AllReduce" else ("ps", "fcfs", "hybrid"))
     assert all(".." in r for r in rows[:2]) and all(" - " in r for r in rows[2:])
-    assert out[10].startswith("cheapest: ")
-    assert out[11].startswith("saturation (analytic; fewest W reaching 95% of the best)")
-    assert len(out) == 12 + 13 + 1
+    assert out[9].startswith("cheapest: ")
+    assert out[10].startswith("saturation (analytic; fewest W reaching 95% of the best)")
+    assert len(out) == 11 + 13 + 1
     assert out[-1] == "link: 1.00 Gbit/s (--bandwidth)"
     assert captured.err == ""  # progress is drawn on a terminal only
 

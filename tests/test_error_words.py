@@ -122,7 +122,7 @@ def test_each_check_names_the_option_not_the_parameter(
     except SystemExit as exit:  # argparse's own refusal
         code = int(exit.code or 0)
     assert code != 0
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert_in_user_words(err, option)
     assert list(tmp_path.iterdir()) == []  # refused before any output
 
