@@ -89,12 +89,18 @@ def scenario_parser(
         help=f"independent runs (seeds) per point (default {ASYNC_REPLICATIONS} for Async-SGD "
         f"with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
     )
-    parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_output_options(parser, name)
     if texts:
         raise ValueError(f"help_texts: no standard option {sorted(texts)} takes a new help")
     return parser
+
+
+def add_output_options(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--out`` (default ``results/NAME``), ``--force`` and ``--quiet``: the output options of
+    every scenario, also of one whose other options are not the standard ones."""
+    parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def link_from_args(args: argparse.Namespace) -> tuple[float, float, str]:
