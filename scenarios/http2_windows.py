@@ -52,6 +52,7 @@ from simcore.report import (
     base_config,
     estimate_cells,
     estimate_columns,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -299,7 +300,17 @@ def finding(rows: Sequence[Row], bound: float, warmup: int) -> str:
         "interrupted at most once, so a layer waits for one window of each later layer, and "
         "the large layers that get interrupted come late in the forward pass."
     )
-    return "finding:\n  " + "\n  ".join(lines)
+    first = workers[0]
+    worst_first = min(rows, key=lambda r: r.examples_per_s[0])
+    loss = 100 * (1 - worst_first.examples_per_s[0] / best_at[0])
+    within = 100 * (1 - min(share(r) for r in overall))
+    names = ", ".join(r.ordering.short for r in overall)
+    headline = (
+        f"{names} stay{'s' if len(overall) == 1 else ''} within {within:.1f}% of the best "
+        f"throughput at every W, while {worst_first.ordering.short} order costs {loss:.1f}% "
+        f"at W = {first}."
+    )
+    return finding_line(headline) + "\n  " + "\n  ".join(lines)
 
 
 def plot(rows: Sequence[Row], out: ScenarioOutput, title: str, bound: float) -> None:

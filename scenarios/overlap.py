@@ -40,6 +40,7 @@ from simcore.report import (
     ScenarioOutput,
     Table,
     base_config,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -199,7 +200,18 @@ def report(curves: Sequence[ModeCurves]) -> str:
 
 def finding(curves: Sequence[ModeCurves]) -> str:
     """The gain and the step time saved at the smallest and the largest W, per mode."""
-    lines = ["finding:"]
+    parts = []
+    for curve in curves:
+        gains = curve.table().column("gain_percent")
+        parts.append(
+            f"{curve.label} {gains[0]:+.0f}% at W = {curve.workers[0]} and {gains[-1]:+.0f}% at "
+            f"W = {curve.workers[-1]}"
+        )
+    lines = [
+        finding_line(
+            "overlapping each layer's transfers with computation gains " + "; ".join(parts) + "."
+        )
+    ]
     for curve in curves:
         table = curve.table()
         gains = table.column("gain_percent")

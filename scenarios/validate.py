@@ -69,7 +69,7 @@ from simcore.cli.validate_cmd import (
 )
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
-from simcore.report import ScenarioOutput, run_scenario
+from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.trace.io import save_trace
 from simcore.units import format_bandwidth
 
@@ -152,6 +152,28 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
         )
 
 
+def finding(report: ValidationReport) -> str:
+    """How far each predictor is from the real runs, in one sentence."""
+    errors = []
+    for key, _ in PREDICTORS:
+        values = report.abs_errors(key)
+        errors.append(
+            f"{SHORT_LABELS.get(key, key)} {100 * sum(values) / len(values):.1f}% on average "
+            f"({100 * max(values):.1f}% at most)"
+        )
+    return finding_line(
+        f"against the real runs of {report.model_name} on this machine the predictions are off "
+        "by: " + ", ".join(errors) + "."
+    )
+
+
+SHORT_LABELS = {
+    "simulated": "the simulator",
+    "simulated_ideal": "the simulator on ideal hosts",
+    "coarse": "the coarse model",
+}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog=f"python scenarios/{NAME}.py",
@@ -183,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             save_trace(report.alone_trace, out.path(ALONE_TRACE_FILE), overwrite=out.force)
         plot(report, out)
         plot_timelines(report, out)
-        print("\n" + out.summary())
+        print("\n" + finding(report))
+        print(out.summary())
 
     return run_scenario(NAME, body)
 

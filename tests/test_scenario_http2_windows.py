@@ -15,6 +15,7 @@ from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord, record
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_second_run_refused,
     column,
@@ -77,7 +78,10 @@ def test_prints_the_table_and_saves_every_file(
     scenario: ModuleType, run: tuple[Path, str, list[FigureRecord]]
 ) -> None:
     out, text, _ = run
-    assert "finding:" in text and "W = 1: best " in text
+    assert "W = 1: best " in text
+    names = [scenario.CSV_FILE, scenario.POINTS_FILE, scenario.FIGURE_FILE, scenario.TIMELINE_FILE]
+    finding = assert_finding_and_files(text, out, names)
+    assert "of the best throughput at every W" in finding
     for name in (scenario.FIGURE_FILE, scenario.TIMELINE_FILE):
         assert_png(out / name)
     for name in (scenario.CSV_FILE, scenario.POINTS_FILE):

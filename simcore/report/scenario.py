@@ -175,6 +175,17 @@ class ScenarioOutput:
         return "\n".join(f"wrote {p}" for p in self.written)
 
 
+def finding_line(sentence: str) -> str:
+    """``finding: SENTENCE``, the line in which a scenario states its answer: one sentence (one
+    line, ending with a full stop, none inside); details go on the lines after it.
+
+    Raises ValueError on more than one sentence: a scenario's own mistake, found by its tests.
+    """
+    if "\n" in sentence or not sentence.endswith(".") or ". " in sentence:
+        raise ValueError(f"a finding is one sentence on one line, not {sentence!r}")
+    return f"finding: {sentence}"
+
+
 def run_scenario(name: str, body: Callable[[], None]) -> int:
     """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 2."""
     try:
