@@ -99,7 +99,7 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--workers", "two"], "--workers: 'two' is not a count"),
         (["--bandwidth", "10"], "--bandwidth: '10' is not a bandwidth"),
         (["--bandwidth", "0Gbps"], "--bandwidth: '0Gbps' must be > 0"),
-        (["--steps", "10", "--warmup", "10"], "steps: must be greater than warmup_steps"),
+        (["--steps", "10", "--warmup", "10"], "--steps: must be greater than --warmup (10)"),
         (["--workers", "1-3", "--timeline", "x.json"], "--timeline: needs a single worker"),
         (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
         (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),

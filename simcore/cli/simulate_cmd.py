@@ -52,6 +52,7 @@ from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
     format_bandwidth,
+    format_number,
     parse_bandwidth,
     parse_duration,
     parse_size,
@@ -446,7 +447,7 @@ def _ci(result: SimulationResult, scale: float = 1.0) -> str:
     est = result.examples_per_s if scale == 1.0 else result.steps_per_s
     if est.ci_low is None or est.ci_high is None:
         return "n/a"
-    return f"{est.ci_low:.4g} .. {est.ci_high:.4g}"
+    return f"{format_number(est.ci_low)} .. {format_number(est.ci_high)}"
 
 
 def format_result(result: SimulationResult, trace: Trace) -> str:
@@ -464,11 +465,11 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
         *_host_lines(c),
         f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
-        f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
-        f"           {result.steps_per_s.value:.4g} steps/s",
+        f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
+        f"           {format_number(result.steps_per_s.value)} steps/s",
         *format_spread(result),
         *_components(result),
-        f"step time  mean {result.mean_step_s * 1e3:.3f} ms over workers",
+        f"step time  mean {format_number(result.mean_step_s * 1e3)} ms over workers",
     ]
     for link in result.links:
         lines.append(
@@ -507,7 +508,7 @@ def _components(result: SimulationResult) -> list[str]:
     if not result.components:
         return []
     parts = ", ".join(
-        f"{c.config.policy_name} {c.steps_per_s.value:.4g}" for c in result.components
+        f"{c.config.policy_name} {format_number(c.steps_per_s.value)}" for c in result.components
     )
     return [f"hybrid     mean of {parts} steps/s; step time and links below: ps run"]
 
@@ -528,8 +529,8 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     for r in results:
         util = {link.name: link.utilization for link in r.links}
         lines.append(
-            f"{r.config.workers:>4} {r.examples_per_s.value:>11.4g} {_ci(r):>21} "
-            f"{r.steps_per_s.value:>9.4g} {r.mean_step_s * 1e3:>9.3f} "
+            f"{r.config.workers:>4} {format_number(r.examples_per_s.value):>11} {_ci(r):>21} "
+            f"{format_number(r.steps_per_s.value):>9} {format_number(r.mean_step_s * 1e3):>9} "
             f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}" + sweep_spread_cell(r)
         )
     return "\n".join(lines)
