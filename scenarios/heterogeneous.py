@@ -153,7 +153,7 @@ def run_mix(
 
 
 def mix_table(points: Sequence[MixPoint], slow_speed: float) -> Table:
-    num, ci, sec = "{:.2f}", "±{:.2f}", "{:.4f}"
+    num, ci, sec = "", "±{:.2f}", ""  # "": units.format_number, as every table
     table = Table(
         f"(a) {points[0].workers} workers, k of them slow ({slow_speed:g}x the profiled compute "
         "speed): examples/s, and mean step time of the fast and slow workers (s)",
@@ -308,7 +308,7 @@ def busiest(result: SimulationResult) -> float:
 
 
 def caps_table(points: Sequence[CapPoint], cap_label: str) -> Table:
-    num, ci, rho = "{:.1f}", "±{:.1f}", "{:.2f}"
+    num, ci, rho = "", "±{:.1f}", ""
     columns = [Column("workers", "W")]
     for mode in MODES:
         m = mode

@@ -76,10 +76,10 @@ TIMELINE_FILE = f"{NAME}_timeline.png"
 SAME_SHARE = 0.005  # throughputs within 0.5% count as a tie in the finding
 NEAR_BOUND = 0.8  # share of the link bound from which the finding calls a run saturated
 POINT_COLUMNS = (
-    Column("ordering", "ordering", "{}"),
-    Column("workers", "W", "{}"),
+    Column("ordering", "ordering"),
+    Column("workers", "W"),
     *estimate_columns(),
-    Column("downlink_utilization", "downlink util.", "{:.3f}"),
+    Column("downlink_utilization", "downlink util."),
 )
 
 
@@ -181,12 +181,12 @@ def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
 
 def table(rows: Sequence[Row], warmup: int) -> Table:
     workers = rows[0].workers
-    columns = [Column("ordering", "ordering", "{}"), Column("scheduler", "scheduler", "{}")]
-    columns.append(Column("window_bytes", "WIN (B)", "{}"))
-    columns += [Column(f"examples_per_s_w{w}", f"W={w}", "{:.2f}") for w in workers]
+    columns = [Column("ordering", "ordering"), Column("scheduler", "scheduler")]
+    columns.append(Column("window_bytes", "WIN (B)"))
+    columns += [Column(f"examples_per_s_w{w}", f"W={w}") for w in workers]
     if 1 in workers:
-        columns.append(Column("step_ms_w1", "step (ms), W=1", "{:.1f}"))
-        columns.append(Column("idle_ms_w1", "compute idle (ms), W=1", "{:.1f}"))
+        columns.append(Column("step_ms_w1", "step (ms), W=1"))
+        columns.append(Column("idle_ms_w1", "compute idle (ms), W=1"))
     out = Table("examples/s by stream ordering and number of workers W", columns)
     for row in rows:
         o = row.ordering

@@ -69,10 +69,10 @@ FIGURE_FILE = f"{NAME}.png"
 ARCHITECTURES = DATA_PARALLEL
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
+    Column("workers", "W"),
     *estimate_columns(),
-    Column("per_worker", "per worker", "{:.2f}"),
-    Column("coarse_examples_per_s", "coarse model", "{:.2f}"),
+    Column("per_worker", "per worker"),
+    Column("coarse_examples_per_s", "coarse model"),
 )
 
 

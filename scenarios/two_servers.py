@@ -78,18 +78,18 @@ class Placement:
 
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
-    Column("placement", "placement", "{}"),
+    Column("workers", "W"),
+    Column("placement", "placement"),
     *estimate_columns(),
-    Column("steps_per_s", "steps/s", "{:.3f}"),
-    Column("link_bound_examples_per_s", "link bound", "{:.2f}"),
+    Column("steps_per_s", "steps/s"),
+    Column("link_bound_examples_per_s", "link bound"),
 )
 BYTES_COLUMNS = (
-    Column("placement", "placement", "{}"),
-    Column("server", "server", "{}"),
-    Column("layers", "layers", "{}"),
-    Column("mib", "MiB", "{:.2f}"),
-    Column("share_percent", "share %", "{:.1f}"),
+    Column("placement", "placement"),
+    Column("server", "server"),
+    Column("layers", "layers"),
+    Column("mib", "MiB"),
+    Column("share_percent", "share %"),
 )
 
 

@@ -39,7 +39,7 @@ def test_show_summarizes(trace_file: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "layers     2 (2 with parameters), 1,280 parameters" in out
     assert "pull 2, forward 2, backward 2, push 2, update 2 (total 10)" in out
-    assert "4.000 ms" in out  # forward sum per step
+    assert "4.000 ms" in out  # forward sum per step (4 significant digits)
     assert out.index("l1 ") < out.index("l0 ")  # slowest layer first
 
 

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from simcore.trace.io import load_trace
+from simcore.units import format_number
 
 from figure_capture import FigureRecord, record
 from scenario_support import (
@@ -93,8 +94,7 @@ def test_prints_the_table_and_saves_every_file(
     for row in rows:
         keys = [f"examples_per_s_w{w}" for w in WORKERS] + ["step_ms_w1", "idle_ms_w1"]
         csv_values = [float(row[k]) for k in keys]
-        decimals = [2] * len(WORKERS) + [1, 1]
-        rounded = [round(v, d) for v, d in zip(csv_values, decimals, strict=True)]
+        rounded = [float(format_number(v)) for v in csv_values]  # as every table prints
         assert printed[row["ordering"]] == pytest.approx(rounded, abs=1e-9)
 
 

@@ -71,7 +71,7 @@ class Table:
 
 
 def estimate_columns(
-    key: str = "examples_per_s", title: str = "examples/s", fmt: str = "{:.2f}"
+    key: str = "examples_per_s", title: str = "examples/s", fmt: str = ""
 ) -> tuple[Column, Column, Column]:
     """The columns of an estimate with its 95% confidence interval: ``key``, ``ci_low`` and
     ``ci_high``; fill them with :func:`estimate_cells`."""
