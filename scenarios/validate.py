@@ -70,6 +70,7 @@ from simcore.cli.validate_cmd import (
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
 from simcore.report import ScenarioOutput, finding_line, run_scenario
+from simcore.report.scenario import add_output_options
 from simcore.trace.io import save_trace
 from simcore.units import format_bandwidth
 
@@ -181,9 +182,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog="The script's docstring describes the question, the setup and the output.",
     )
     add_run_options(parser)
-    parser.add_argument("--out", default=f"results/{NAME}", help="output folder")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_output_options(parser, NAME)
     return parser.parse_args(argv)
 
 
