@@ -154,8 +154,8 @@ def test_saturation_point_on_hand_made_curves() -> None:
     assert saturation_point([1], [5.0]) is None
     sat = {s.family: s for s in advise(comm_trace(), 4, B, confirm_top=0).saturation}
     # Ring: 100, 100, 128.6, 160: only W = 4 reaches 95% of 160 (still climbing).
-    assert sat["AllReduce sync"].workers is None and sat["AllReduce sync"].max_workers == 4
-    assert len(sat) == 13 and sat["PS sync, ps links, 2 servers"].max_workers == 2
+    assert sat["ring AllReduce"].workers is None and sat["ring AllReduce"].max_workers == 4
+    assert len(sat) == 13 and sat["PS Sync, ps links, 2 servers"].max_workers == 2
 
 
 @pytest.mark.parametrize(
@@ -259,7 +259,7 @@ def test_layouts_of_hosts_count_devices_and_use_the_host_closed_form() -> None:
     assert {(c.workers, c.servers) for c in cands if c.arch == "ps"} == {(1, 1), (1, 2)}
     assert Candidate("allreduce", "sync", "allreduce", 2, 1, 8).machines == 16
     assert (
-        Candidate("ps", "sync", "ps", 1, 2, 8).family == "PS sync, ps links, 2 servers, hosts of 8"
+        Candidate("ps", "sync", "ps", 1, 2, 8).family == "PS Sync, ps links, 2 servers, hosts of 8"
     )
     # One host of 8, ring: its step is T_C plus an intra-host AllReduce, 2(G-1)/G M / B_intra,
     # and it trains 8 batches.

@@ -117,13 +117,14 @@ class Candidate:
 
     @property
     def family(self) -> str:
-        """The configuration without its worker count, e.g. ``PS sync, fcfs links, 2 servers``
+        """The configuration without its worker count, e.g. ``PS Sync, fcfs links, 2 servers``
         (with ``, hosts of 8`` when workers are hosts of several devices)."""
         hosts = f", hosts of {self.devices_per_host}" if self.devices_per_host > 1 else ""
         if self.arch == "allreduce":
-            return f"AllReduce sync{hosts}"
+            return f"ring AllReduce{hosts}"
         plural = "s" if self.servers > 1 else ""
-        return f"PS {self.mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
+        mode = self.mode.capitalize()  # PS Async / PS Sync, as advise's architecture column
+        return f"PS {mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
 
     @property
     def label(self) -> str:
