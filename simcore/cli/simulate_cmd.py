@@ -243,7 +243,11 @@ def parse_alpha_option(text: str) -> tuple[float, bool]:
     """``--parse-alpha`` in seconds per byte, a time per size (``1ns/B``), and whether it was a
     bare number (still read as seconds per byte; :func:`run` then says so)."""
     seconds_per_byte, bare = parse_time_per_size(text, name="--parse-alpha")
-    check_range("--parse-alpha", seconds_per_byte, 0, 1)
+    if not 0 <= seconds_per_byte <= 1:
+        raise ConfigError(
+            f"--parse-alpha: {text!r} is {seconds_per_byte:g} s per byte; give 0 to 1s/B, "
+            "e.g. 1ns/B or 0.5us/KiB"
+        )
     return seconds_per_byte, bare
 
 
