@@ -61,20 +61,20 @@ SUMMARY_CSV_FILE = f"{NAME}_summary.csv"
 FIGURE_FILE = f"{NAME}.png"
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
-    *estimate_columns(fmt="{:.1f}"),
-    Column("steps_per_s", "steps/s", "{:.2f}"),
-    Column("per_worker", "ex/s per worker", "{:.1f}"),
+    Column("workers", "W"),
+    *estimate_columns(),
+    Column("steps_per_s", "steps/s"),
+    Column("per_worker", "ex/s per worker"),
 )
 SUMMARY_COLUMNS = (
-    Column("trace", "trace", "{}"),
-    Column("batch", "batch", "{}"),
-    Column("compute_ms", "compute ms/step", "{:.1f}"),
-    Column("transfer_ms", "transfer ms each way", "{:.1f}"),
-    Column("link_bound_examples_per_s", "link ceiling ex/s", "{:.0f}"),
-    Column("best_examples_per_s", "best ex/s", "{:.1f}"),
-    Column("best_share_percent", "% of ceiling", "{:.0f}"),
-    Column("saturation_workers", "saturates at W", "{}"),
+    Column("trace", "trace"),
+    Column("batch", "batch"),
+    Column("compute_ms", "compute ms/step"),
+    Column("transfer_ms", "transfer ms each way"),
+    Column("link_bound_examples_per_s", "link ceiling ex/s"),
+    Column("best_examples_per_s", "best ex/s"),
+    Column("best_share_percent", "% of ceiling"),
+    Column("saturation_workers", "saturates at W"),
 )
 
 

@@ -59,6 +59,7 @@ from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report.scenario import (
     ScenarioOutput,
+    finding_line,
     link_from_args,
     positive_int,
     run_scenario,
@@ -152,7 +153,7 @@ def run_mix(
 
 
 def mix_table(points: Sequence[MixPoint], slow_speed: float) -> Table:
-    num, ci, sec = "{:.2f}", "±{:.2f}", "{:.4f}"
+    num, ci, sec = "", "±{:.2f}", ""  # "": units.format_number, as every table
     table = Table(
         f"(a) {points[0].workers} workers, k of them slow ({slow_speed:g}x the profiled compute "
         "speed): examples/s, and mean step time of the fast and slow workers (s)",
@@ -190,6 +191,20 @@ def sync_step(p: MixPoint) -> float:
     step = p.fast_step_s["sync"] if p.fast_step_s["sync"] is not None else p.slow_step_s["sync"]
     assert step is not None  # a mix has at least one worker
     return step
+
+
+def headline(mix: Sequence[MixPoint], caps: Sequence[CapPoint], cap_label: str) -> str:
+    """The scenario's finding in one sentence: what one slow worker and what the cap cost."""
+    first, one = mix[0], mix[1]
+
+    def drop(mode: str) -> float:
+        return 100 * (1 - one.sim[mode].value / first.sim[mode].value)
+
+    return finding_line(
+        f"one slow worker of {first.workers} costs Sync-SGD {drop('sync'):.0f}% of its "
+        f"throughput but Async-SGD only {drop('async'):.1f}%, and a {cap_label} per-flow cap "
+        f"costs a lone worker {100 * cap_loss(caps[0], 'async'):.0f}% (Async-SGD)."
+    )
 
 
 def mix_finding(points: Sequence[MixPoint], slow_speed: float) -> str:
@@ -293,7 +308,7 @@ def busiest(result: SimulationResult) -> float:
 
 
 def caps_table(points: Sequence[CapPoint], cap_label: str) -> Table:
-    num, ci, rho = "{:.1f}", "±{:.1f}", "{:.2f}"
+    num, ci, rho = "", "±{:.1f}", ""
     columns = [Column("workers", "W")]
     for mode in MODES:
         m = mode
@@ -501,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{fast_label} link, {args.sharing} sharing, cap mode {args.cap_mode}"
         )
         print(f"{caps_tab.text()}\n{caps_finding(caps, cap_label, fast_label)}\n")
+        print(headline(mix, caps, cap_label) + "\n")
         out.write_csv(MIX_CSV, mix_tab)
         out.write_csv(CAPS_CSV, caps_tab)
         mix_title = (

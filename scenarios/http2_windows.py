@@ -52,6 +52,7 @@ from simcore.report import (
     base_config,
     estimate_cells,
     estimate_columns,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -75,10 +76,10 @@ TIMELINE_FILE = f"{NAME}_timeline.png"
 SAME_SHARE = 0.005  # throughputs within 0.5% count as a tie in the finding
 NEAR_BOUND = 0.8  # share of the link bound from which the finding calls a run saturated
 POINT_COLUMNS = (
-    Column("ordering", "ordering", "{}"),
-    Column("workers", "W", "{}"),
+    Column("ordering", "ordering"),
+    Column("workers", "W"),
     *estimate_columns(),
-    Column("downlink_utilization", "downlink util.", "{:.3f}"),
+    Column("downlink_utilization", "downlink util."),
 )
 
 
@@ -180,12 +181,12 @@ def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
 
 def table(rows: Sequence[Row], warmup: int) -> Table:
     workers = rows[0].workers
-    columns = [Column("ordering", "ordering", "{}"), Column("scheduler", "scheduler", "{}")]
-    columns.append(Column("window_bytes", "WIN (B)", "{}"))
-    columns += [Column(f"examples_per_s_w{w}", f"W={w}", "{:.2f}") for w in workers]
+    columns = [Column("ordering", "ordering"), Column("scheduler", "scheduler")]
+    columns.append(Column("window_bytes", "WIN (B)"))
+    columns += [Column(f"examples_per_s_w{w}", f"W={w}") for w in workers]
     if 1 in workers:
-        columns.append(Column("step_ms_w1", "step (ms), W=1", "{:.1f}"))
-        columns.append(Column("idle_ms_w1", "compute idle (ms), W=1", "{:.1f}"))
+        columns.append(Column("step_ms_w1", "step (ms), W=1"))
+        columns.append(Column("idle_ms_w1", "compute idle (ms), W=1"))
     out = Table("examples/s by stream ordering and number of workers W", columns)
     for row in rows:
         o = row.ordering
@@ -299,7 +300,17 @@ def finding(rows: Sequence[Row], bound: float, warmup: int) -> str:
         "interrupted at most once, so a layer waits for one window of each later layer, and "
         "the large layers that get interrupted come late in the forward pass."
     )
-    return "finding:\n  " + "\n  ".join(lines)
+    first = workers[0]
+    worst_first = min(rows, key=lambda r: r.examples_per_s[0])
+    loss = 100 * (1 - worst_first.examples_per_s[0] / best_at[0])
+    within = 100 * (1 - min(share(r) for r in overall))
+    names = ", ".join(r.ordering.short for r in overall)
+    headline = (
+        f"{names} stay{'s' if len(overall) == 1 else ''} within {within:.1f}% of the best "
+        f"throughput at every W, while {worst_first.ordering.short} order costs {loss:.1f}% "
+        f"at W = {first}."
+    )
+    return finding_line(headline) + "\n  " + "\n  ".join(lines)
 
 
 def plot(rows: Sequence[Row], out: ScenarioOutput, title: str, bound: float) -> None:

@@ -73,15 +73,15 @@ FIGURE_FILE = f"{NAME}.png"
 ARCHITECTURES = DATA_PARALLEL
 
 COLUMNS = (
-    Column("hosts", "hosts", "{}"),
-    Column("gpus", "GPUs", "{}"),
-    Column("capped", "examples/s capped", "{:.0f}"),
-    Column("capped_ci_half", "±", "{:.0f}"),
-    Column("uncapped", "no cap", "{:.0f}"),
-    Column("uncapped_ci_half", "±", "{:.0f}"),
-    Column("coarse", "coarse model", "{:.0f}"),
+    Column("hosts", "hosts"),
+    Column("gpus", "GPUs"),
+    Column("capped", "examples/s capped"),
+    Column("capped_ci_half", "±"),
+    Column("uncapped", "no cap"),
+    Column("uncapped_ci_half", "±"),
+    Column("coarse", "coarse model"),
     Column("coarse_error_pct", "coarse vs capped %", "{:+.0f}"),
-    Column("flow_gbps", "one flow Gbit/s", "{:.1f}"),
+    Column("flow_gbps", "one flow Gbit/s"),
 )
 
 

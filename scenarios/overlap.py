@@ -40,6 +40,7 @@ from simcore.report import (
     ScenarioOutput,
     Table,
     base_config,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -64,25 +65,25 @@ MODES = (("PS Async-SGD", "async"), ("PS Sync-SGD", "sync"))
 OVERLAPS = (("with overlap", "layerwise"), ("strict phases", "none"))
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
-    Column("overlap_examples_per_s", "overlap ex/s", "{:.1f}"),
-    Column("overlap_ci_low", "95% CI low", "{:.1f}"),
-    Column("overlap_ci_high", "high", "{:.1f}"),
-    Column("strict_examples_per_s", "strict ex/s", "{:.1f}"),
-    Column("strict_ci_low", "95% CI low", "{:.1f}"),
-    Column("strict_ci_high", "high", "{:.1f}"),
-    Column("overlap_step_ms", "overlap step ms", "{:.2f}"),
-    Column("strict_step_ms", "strict step ms", "{:.2f}"),
+    Column("workers", "W"),
+    Column("overlap_examples_per_s", "overlap ex/s"),
+    Column("overlap_ci_low", "95% CI low"),
+    Column("overlap_ci_high", "high"),
+    Column("strict_examples_per_s", "strict ex/s"),
+    Column("strict_ci_low", "95% CI low"),
+    Column("strict_ci_high", "high"),
+    Column("overlap_step_ms", "overlap step ms"),
+    Column("strict_step_ms", "strict step ms"),
     Column("gain_percent", "gain %", "{:+.1f}"),
 )
 TIMELINE_COLUMNS = (
-    Column("overlap", "overlap", "{}"),
-    Column("step", "step", "{}"),
-    Column("resource", "resource", "{}"),
-    Column("op", "op", "{}"),
-    Column("kind", "kind", "{}"),
-    Column("start_ms", "start ms", "{:.3f}"),
-    Column("end_ms", "end ms", "{:.3f}"),
+    Column("overlap", "overlap"),
+    Column("step", "step"),
+    Column("resource", "resource"),
+    Column("op", "op"),
+    Column("kind", "kind"),
+    Column("start_ms", "start ms"),
+    Column("end_ms", "end ms"),
 )
 ROWS = ("downlink", "worker", "uplink", "ps")  # the resources of the timeline CSV
 
@@ -199,7 +200,18 @@ def report(curves: Sequence[ModeCurves]) -> str:
 
 def finding(curves: Sequence[ModeCurves]) -> str:
     """The gain and the step time saved at the smallest and the largest W, per mode."""
-    lines = ["finding:"]
+    parts = []
+    for curve in curves:
+        gains = curve.table().column("gain_percent")
+        parts.append(
+            f"{curve.label} {gains[0]:+.0f}% at W = {curve.workers[0]} and {gains[-1]:+.0f}% at "
+            f"W = {curve.workers[-1]}"
+        )
+    lines = [
+        finding_line(
+            "overlapping each layer's transfers with computation gains " + "; ".join(parts) + "."
+        )
+    ]
     for curve in curves:
         table = curve.table()
         gains = table.column("gain_percent")

@@ -44,6 +44,7 @@ from simcore.report import (
     base_config,
     estimate_cells,
     estimate_columns,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -52,6 +53,7 @@ from simcore.saturation import SATURATION_SHARE, saturation_point
 from simcore.sim import SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
+from simcore.units import format_number
 
 NAME = "scaling"
 TRACE = "resnet50-b32"
@@ -67,10 +69,10 @@ FIGURE_FILE = f"{NAME}.png"
 ARCHITECTURES = DATA_PARALLEL
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
+    Column("workers", "W"),
     *estimate_columns(),
-    Column("per_worker", "per worker", "{:.2f}"),
-    Column("coarse_examples_per_s", "coarse model", "{:.2f}"),
+    Column("per_worker", "per worker"),
+    Column("coarse_examples_per_s", "coarse model"),
 )
 
 
@@ -173,8 +175,11 @@ def report(curves: Sequence[ScalingCurve]) -> str:
         ((c, p) for c in curves for p in c.points), key=lambda cp: cp[1].examples_per_s.value
     )
     lines.append(
-        f"\nbest: {best_curve.label} with W = {best.config.workers}: "
-        f"{best.examples_per_s.value:.2f} examples/s; {saturation_text(best_curve)}"
+        "\n"
+        + finding_line(
+            f"{best_curve.label} is the fastest, {format_number(best.examples_per_s.value)} "
+            f"examples/s with W = {best.config.workers}, and {saturation_text(best_curve)}."
+        )
     )
     return "\n".join(lines)
 

@@ -231,9 +231,9 @@ def difference_table(points: Sequence[Point]) -> Table:
         "Link utilization rho (busier server link) and FCFS vs PS difference (X_FCFS/X_PS - 1)",
         [
             Column("workers", "W"),
-            Column("sim_rho_fcfs", "sim rho FCFS", "{:.3f}"),
-            Column("sim_rho_ps", "sim rho PS", "{:.3f}"),
-            Column("coarse_rho_fcfs", "coarse rho FCFS", "{:.3f}"),
+            Column("sim_rho_fcfs", "sim rho FCFS"),
+            Column("sim_rho_ps", "sim rho PS"),
+            Column("coarse_rho_fcfs", "coarse rho FCFS"),
             Column("sim_diff_pct", "sim diff %", pct),
             Column("sim_cis_apart", "sim CIs apart"),
             Column("coarse_diff_pct", "coarse diff %", pct),

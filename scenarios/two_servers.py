@@ -43,6 +43,7 @@ from simcore.report import (
     base_config,
     estimate_cells,
     estimate_columns,
+    finding_line,
     run_scenario,
     scenario_parser,
 )
@@ -77,18 +78,18 @@ class Placement:
 
 
 COLUMNS = (
-    Column("workers", "W", "{}"),
-    Column("placement", "placement", "{}"),
+    Column("workers", "W"),
+    Column("placement", "placement"),
     *estimate_columns(),
-    Column("steps_per_s", "steps/s", "{:.3f}"),
-    Column("link_bound_examples_per_s", "link bound", "{:.2f}"),
+    Column("steps_per_s", "steps/s"),
+    Column("link_bound_examples_per_s", "link bound"),
 )
 BYTES_COLUMNS = (
-    Column("placement", "placement", "{}"),
-    Column("server", "server", "{}"),
-    Column("layers", "layers", "{}"),
-    Column("mib", "MiB", "{:.2f}"),
-    Column("share_percent", "share %", "{:.1f}"),
+    Column("placement", "placement"),
+    Column("server", "server"),
+    Column("layers", "layers"),
+    Column("mib", "MiB"),
+    Column("share_percent", "share %"),
 )
 
 
@@ -226,7 +227,20 @@ def mode_table(curves: Sequence[Curve], label: str, mode: str) -> Table:
 
 def finding(curves: Sequence[Curve], split: Table) -> str:
     """The saturated (best) throughput of each placement relative to one server, per mode."""
-    lines = ["finding (best examples/s over W, relative to one server):"]
+    gains = []
+    for label, mode in MODES:
+        mine = [c for c in curves if c.mode == mode]
+        best = [max(p.examples_per_s.value for p in c.points) for c in mine]
+        top = max(range(1, len(mine)), key=lambda i: best[i])
+        gains.append(f"{label} {best[top] / best[0]:.2f}x ({mine[top].placement.label})")
+    lines = [
+        finding_line(
+            "two parameter servers raise the best throughput over one server by "
+            + ", ".join(gains)
+            + "."
+        ),
+        "best examples/s over W, relative to one server:",
+    ]
     for label, mode in MODES:
         mine = [c for c in curves if c.mode == mode]
         best = [max(p.examples_per_s.value for p in c.points) for c in mine]

@@ -69,7 +69,8 @@ from simcore.cli.validate_cmd import (
 )
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
-from simcore.report import ScenarioOutput, run_scenario
+from simcore.report import ScenarioOutput, finding_line, run_scenario
+from simcore.report.scenario import add_output_options
 from simcore.trace.io import save_trace
 from simcore.units import format_bandwidth
 
@@ -152,6 +153,28 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
         )
 
 
+def finding(report: ValidationReport) -> str:
+    """How far each predictor is from the real runs, in one sentence."""
+    errors = []
+    for key, _ in PREDICTORS:
+        values = report.abs_errors(key)
+        errors.append(
+            f"{SHORT_LABELS.get(key, key)} {100 * sum(values) / len(values):.1f}% on average "
+            f"({100 * max(values):.1f}% at most)"
+        )
+    return finding_line(
+        f"against the real runs of {report.model_name} on this machine the predictions are off "
+        "by: " + ", ".join(errors) + "."
+    )
+
+
+SHORT_LABELS = {
+    "simulated": "the simulator",
+    "simulated_ideal": "the simulator on ideal hosts",
+    "coarse": "the coarse model",
+}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog=f"python scenarios/{NAME}.py",
@@ -159,9 +182,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog="The script's docstring describes the question, the setup and the output.",
     )
     add_run_options(parser)
-    parser.add_argument("--out", default=f"results/{NAME}", help="output folder")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_output_options(parser, NAME)
     return parser.parse_args(argv)
 
 
@@ -183,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             save_trace(report.alone_trace, out.path(ALONE_TRACE_FILE), overwrite=out.force)
         plot(report, out)
         plot_timelines(report, out)
-        print("\n" + out.summary())
+        print("\n" + finding(report))
+        print(out.summary())
 
     return run_scenario(NAME, body)
 

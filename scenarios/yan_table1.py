@@ -29,6 +29,12 @@ What we can compare with
     the paper's footnote 7 requires); only the statements above are checked, and the printed
     summary says which hold.
 
+Output
+    Per network the ranking beside the paper's (``?`` where its text gives no rank), which of the
+    paper's statements hold, a one-sentence finding, and in ``--out`` (default
+    ``results/yan_table1/``): ``yan_table1.csv`` (the rankings, one row per network and
+    configuration) and ``yan_table1.png`` (epoch time per configuration, the paper's best marked).
+
 Run ``python scenarios/yan_table1.py --help`` for the knobs.
 """
 
@@ -48,8 +54,14 @@ from simcore.analytic.yan import (
     mnist,
     polynomial_search,
 )
-from simcore.errors import SgdsimError
+from simcore.cli.main import OneLineErrorParser
+from simcore.plots.bars import BarGroup, plot_ranked_bars
+from simcore.report import Column, ScenarioOutput, Table, run_scenario
+from simcore.report.scenario import add_output_options
 
+NAME = "yan_table1"
+CSV_FILE = f"{NAME}.csv"
+FIGURE_FILE = f"{NAME}.png"
 MACHINES = 20
 THREADS_PER_MACHINE = 16
 # The paper's cluster, section 6.1. Peak 268.8 GFLOP/s over 16 cores is 8.4 G multiply-adds/s
@@ -125,26 +137,88 @@ def plan_text(result: SearchResult) -> str:
     return " ".join(f"{p.partitions}/{p.threads}/{p.replicas}" for p in result.config.plans)
 
 
+COLUMNS = (
+    Column("rank", "ours"),
+    Column("paper_rank", "paper"),
+    Column("configuration", "configuration"),
+    Column("workers_per_replica", "W"),
+    Column("replicas", "R"),
+    Column("servers", "PS"),
+    Column("epoch_min", "epoch min"),
+    Column("read_share", "PS reads", "{:.0%}"),
+    Column("plan", "per-layer P/H/R"),
+)
+
+
+def table(network: Network, ranked: Sequence[Ranked]) -> Table:
+    """The ranking of one network, as printed and saved (its title names the network)."""
+    tab = Table(network.name, COLUMNS)
+    best = PAPER_BEST[network.name]
+    for item in ranked:
+        epoch = item.result.epoch
+        w, r, ps = item.wrp
+        tab.add(
+            rank=item.rank,
+            paper_rank="1" if item.wrp == best else "?",
+            configuration=label(item.wrp),
+            workers_per_replica=w,
+            replicas=r,
+            servers=ps,
+            epoch_min=epoch.epoch_s / 60,
+            read_share=epoch.read_s / epoch.epoch_s,
+            plan=plan_text(item.result),
+        )
+    return tab
+
+
 def report(network: Network, ranked: Sequence[Ranked]) -> str:
     lines = [
         f"\n{network.name}: {len(network.layers)} layers, "
         f"{sum(x.connections for x in network.layers) / 1e6:,.1f} M connections, "
-        f"{network.samples_per_epoch:,} samples per epoch"
+        f"{network.samples_per_epoch:,} samples per epoch",
+        table(network, ranked).text().split("\n", 1)[1],  # the title is in the line above
     ]
-    lines.append(
-        f"  {'ours':>4} {'paper':>5}  {'configuration':<20} {'epoch min':>10} "
-        f"{'PS reads':>9}  per-layer P/H/R"
-    )
-    best = PAPER_BEST[network.name]
-    for item in ranked:
-        epoch = item.result.epoch
-        paper = "1" if item.wrp == best else "?"
-        lines.append(
-            f"  {item.rank:>4} {paper:>5}  {label(item.wrp):<20} {epoch.epoch_s / 60:>10.2f} "
-            f"{epoch.read_s / epoch.epoch_s:>9.0%}  {plan_text(item.result)}"
-        )
     lines.extend(f"  {text}" for text in checks(network.name, ranked))
     return "\n".join(lines)
+
+
+def finding(rankings: dict[str, list[Ranked]]) -> str:
+    """One sentence: where the paper's best configuration lands in our ranking per network, and
+    how many of the paper's statements hold."""
+    places = []
+    for name, ranked in rankings.items():
+        order = {item.wrp: item.rank for item in ranked}
+        place = f"our #{order[PAPER_BEST[name]]} of {len(ranked)} for {name}"
+        if ranked[0].wrp != PAPER_BEST[name]:
+            place += f" (our #1: {label(ranked[0].wrp)})"
+        places.append(place)
+    results = [text.startswith("[holds]") for n, r in rankings.items() for text in checks(n, r)]
+    return (
+        f"finding: the paper's best configuration is {' and '.join(places)}; {sum(results)} of "
+        f"{len(results)} of the paper's statements hold."
+    )
+
+
+def plot(
+    networks: dict[str, Network], rankings: dict[str, list[Ranked]], out: ScenarioOutput
+) -> None:
+    groups = [
+        BarGroup(
+            f"{name} ({networks[name].samples_per_epoch:,} samples/epoch)",
+            [label(item.wrp) for item in ranked],
+            [item.result.epoch_s / 60 for item in ranked],
+            marked=frozenset({label(PAPER_BEST[name])}),
+            marked_legend="the paper's best",
+        )
+        for name, ranked in rankings.items()
+    ]
+    plot_ranked_bars(
+        groups,
+        out.path(FIGURE_FILE),
+        xlabel="epoch time by Yan et al.'s model (min)",
+        title=f"Yan et al. Table 1: {MACHINES} machines as <W, R, PS>, best first",
+        overwrite=out.force,
+    )
 
 
 def checks(name: str, ranked: Sequence[Ranked]) -> list[str]:
@@ -166,7 +240,9 @@ def checks(name: str, ranked: Sequence[Ranked]) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(
+        prog=f"python scenarios/{NAME}.py", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--network", choices=("mnist", "imagenet22k", "both"), default="both")
     parser.add_argument(
         "--threads", type=_int_list, default=THREAD_CHOICES, help="H choices, e.g. 1,16"
@@ -180,6 +256,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--measure", action="store_true", help="use this machine's measured C_muladd etc."
     )
+    add_output_options(parser, NAME)
     return parser.parse_args(argv)
 
 
@@ -236,7 +313,9 @@ Discussion (of the default run; the numbers depend on assumed constants)
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
+
+    def body() -> None:
+        out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
         hw = hardware(args.measure)
         names = ("mnist", "imagenet22k") if args.network == "both" else (args.network,)
         print(
@@ -246,14 +325,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{READ_EVERY_SAMPLES} samples, M_w at {args.read_bound:g} between its bounds; "
             f"H in {args.threads}"
         )
-        for name in names:
-            network = mnist() if name == "mnist" else imagenet22k()
-            print(report(network, rank(network, hw, args.threads, args.read_bound)))
+        networks = {name: mnist() if name == "mnist" else imagenet22k() for name in names}
+        rankings = {
+            name: rank(network, hw, args.threads, args.read_bound)
+            for name, network in networks.items()
+        }
+        for name, ranked in rankings.items():
+            print(report(networks[name], ranked))
         print(DISCUSSION)
-    except SgdsimError as err:
-        print(f"yan_table1: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        out.write_csv(CSV_FILE, [table(networks[n], r) for n, r in rankings.items()])
+        plot(networks, rankings, out)
+        print("\n" + finding(rankings))
+        print(out.summary())
+
+    return run_scenario(NAME, body)
 
 
 if __name__ == "__main__":

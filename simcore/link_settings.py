@@ -100,7 +100,7 @@ class LinkSettings:
         elif cv.value > 0 and cv.is_option and strict:
             raise ConfigError(
                 f"{cv.source}: flow weights apply to a parameter server's link with ps sharing, "
-                f"not arch {config.arch} with sharing {config.policy_name}"
+                f"not --arch {config.arch} with --sharing {config.policy_name}"
             )
         cpu = self.comm_cpu_s_per_byte
         if cpu.value > 0:

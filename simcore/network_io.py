@@ -28,7 +28,8 @@ def load_network_profile(name_or_path: str | os.PathLike[str]) -> NetworkProfile
         The file is not valid JSON or not a valid network profile (names the field).
     """
     path = resolve_path(name_or_path, SAMPLE_NETWORK_PACKAGE)
-    return network_profile_from_dict(read_json(path), source=str(path))
+    # The source as typed: a sample by its name, a file by the path given.
+    return network_profile_from_dict(read_json(path), source=os.fspath(name_or_path))
 
 
 def save_network_profile(

@@ -16,7 +16,8 @@ SAMPLE_TOPOLOGY_PACKAGE = "simcore.data.topologies"
 def load_topology(name_or_path: str | os.PathLike[str]) -> Topology:
     """Load and validate a topology from a file or a shipped sample name (``aws-p3.16xlarge``)."""
     path = resolve_path(name_or_path, SAMPLE_TOPOLOGY_PACKAGE)
-    return topology_from_dict(read_json(path), source=str(path))
+    # The source as typed: a sample by its name, a file by the path given.
+    return topology_from_dict(read_json(path), source=os.fspath(name_or_path))
 
 
 def save_topology(

@@ -40,10 +40,12 @@ __all__ = [
     "check_duration_range",
     "format_bandwidth",
     "format_bytes",
+    "format_number",
     "format_seconds",
     "parse_bandwidth",
     "parse_duration",
     "parse_size",
+    "parse_time_per_size",
 ]
 
 MIN_BANDWIDTH_BPS = 1.0  # 1 bit/s
@@ -288,6 +290,47 @@ def parse_duration(
     return _parse(_DURATION, value, name, default_unit, positive)[0]
 
 
+def parse_time_per_size(value: str, *, name: str = "time per size") -> tuple[float, bool]:
+    """Parse a per-byte cost such as ``1ns/B``, ``0.5us/KiB`` or ``2ms/MB`` into seconds/byte.
+
+    A duration (:func:`parse_duration`, 0 accepted) over a size (:func:`parse_size`; a bare
+    unit means one of it: ``/KiB`` is per 1024 bytes). A bare number is read as seconds per byte,
+    the unit this took before it took units; the second value returned is True then, so that a
+    command can say which unit it assumed.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name``, the value, and the form expected.
+
+    Examples
+    --------
+    >>> parse_time_per_size("1ns/B")
+    (1e-09, False)
+    >>> parse_time_per_size("0.5us/KiB")[0] * 1024
+    5e-07
+    """
+    text = str(value).strip()
+    time_text, slash, size_text = text.partition("/")
+    expected = "a time per size such as 1ns/B or 0.5us/KiB (or a bare number of seconds per byte)"
+    if not slash:
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {value!r} is not {expected}") from None
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ConfigError(f"{name}: {value!r} must be a finite number >= 0")
+        return seconds, True
+    if not time_text.strip() or not size_text.strip():
+        raise ConfigError(f"{name}: {value!r} is not {expected}")
+    seconds = parse_duration(time_text, name=f"{name} (time before /)", positive=False)
+    per = size_text.strip()
+    if not per[0].isdigit() and per[0] != ".":
+        per = "1" + per
+    nbytes = parse_size(per, name=f"{name} (size after /)")
+    return seconds / nbytes, False
+
+
 def check_bandwidth_range(name: str, bps: float) -> None:
     """ConfigError naming ``name`` unless ``bps`` (bit/s, from any source: an option, a network
     profile, a topology) is in MIN_BANDWIDTH_BPS..MAX_BANDWIDTH_BPS (nan is outside too)."""
@@ -358,6 +401,32 @@ def format_bytes(nbytes: float) -> str:
     if math.isfinite(nbytes) and abs(nbytes) < 1024 and float(nbytes).is_integer():
         return f"{int(nbytes)} B"
     return _format_scaled(nbytes, _BYTE_STEPS)
+
+
+NUMBER_DIGITS = 4  # significant digits of every number a table prints
+
+
+def format_number(value: float, digits: int = NUMBER_DIGITS) -> str:
+    """A number as every table prints it: ``digits`` significant digits, trailing zeros kept so
+    that a column reads at one precision (``16.60`` beside ``3.736``), no exponent from 1e-3 to
+    below 1e15 (larger integers parts are printed whole: ``123457``).
+
+    >>> format_number(16.6), format_number(3.7361), format_number(123456.7), format_number(0)
+    ('16.60', '3.736', '123457', '0')
+    """
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude < 1e-3 or magnitude >= 1e15:
+        return f"{value:.{digits - 1}e}"
+    exponent = math.floor(math.log10(magnitude))
+    decimals = max(0, digits - 1 - exponent)
+    text = f"{value:.{decimals}f}"
+    if decimals and len(text.lstrip("-").replace(".", "").lstrip("0")) > digits:
+        text = f"{value:.{decimals - 1}f}"  # rounding carried over a power of ten: 9.9996
+    return text
 
 
 def format_seconds(seconds: float) -> str:

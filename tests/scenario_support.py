@@ -163,3 +163,31 @@ def assert_second_run_refused(
     assert err.startswith(f"{scenario.__name__}: error: "), err
     assert "already exists; pass --force" in err, err
     assert files_in(folder) == before
+
+
+def assert_one_sentence_finding(out: str) -> str:
+    """The scenario's ``finding: ...`` line, exactly one, is one sentence (ends with a full stop,
+    no full stop followed by a space inside); returns the sentence."""
+    found = [line for line in out.splitlines() if line.startswith("finding: ")]
+    assert len(found) == 1, found
+    sentence = found[0].removeprefix("finding: ")
+    assert sentence.endswith(".") and ". " not in sentence, sentence
+    assert sentence[0].isalnum() or sentence[0] in "<(", sentence
+    return sentence
+
+
+def assert_finding_and_files(out: str, folder: Path, names: Sequence[str]) -> str:
+    """What every scenario does: its one-sentence finding; its CSV table and PNG figure written
+    side by side in ``folder`` (``--out``), each announced as ``wrote PATH``; returns the
+    finding."""
+    suffixes = {Path(name).suffix for name in names}
+    assert {".csv", ".png"} <= suffixes, names
+    for name in names:
+        path = folder / name
+        assert f"wrote {path}" in out, (name, out[-500:])
+        if path.suffix == ".png":
+            assert_png(path)
+        elif path.suffix == ".csv":
+            rows = read_csv(path)
+            assert rows and all(None not in row for row in rows), path  # no ragged rows
+    return assert_one_sentence_finding(out)

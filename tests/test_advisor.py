@@ -155,8 +155,8 @@ def test_saturation_point_on_hand_made_curves() -> None:
     assert saturation_point([1], [5.0]) is None
     sat = {s.family: s for s in advise(comm_trace(), 4, B, confirm_top=0).saturation}
     # Ring: 100, 100, 128.6, 160: only W = 4 reaches 95% of 160 (still climbing).
-    assert sat["AllReduce sync"].workers is None and sat["AllReduce sync"].max_workers == 4
-    assert len(sat) == 13 and sat["PS sync, ps links, 2 servers"].max_workers == 2
+    assert sat["ring AllReduce"].workers is None and sat["ring AllReduce"].max_workers == 4
+    assert len(sat) == 13 and sat["PS Sync, ps links, 2 servers"].max_workers == 2
 
 
 @pytest.mark.parametrize(
@@ -190,14 +190,26 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = captured.out.splitlines()
     assert out[0].startswith("cnn, batch 32/worker, ") and "budget 4 machines" in out[0]
     assert out[1].startswith("34 configurations") and "best 2 simulated" in out[1]
-    assert out[3].split()[:4] == ["rank", "configuration", "machines", "analytic"]
-    assert out[3].endswith("simulated (95% CI)            cost/M ex")
-    rows = out[5:10]
+    assert out[2].startswith("ranked: the simulated configurations first")
+    header = out[3].split("  ")
+    header = [h.strip() for h in header if h.strip()]
+    assert header == [
+        "rank", "architecture", "servers", "sharing", "W", "machines", "examples/s", "by",
+        "analytic", "simulated 95% CI", "seeds min .. max", "cost/M ex",
+    ]  # fmt: skip
+    rows = out[4:9]
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    by = [r[out[3].index("by") :].split()[0] for r in rows]
+    assert by == ["simulated", "simulated", "analytic", "analytic", "analytic"]
+    for row in rows:  # each row says its architecture and, for a PS, its sharing assumption
+        arch = row[out[3].index("architecture") :].split("  ")[0].strip()
+        sharing = row[out[3].index("sharing") :].split()[0]
+        assert arch in ("PS Async", "PS Sync", "ring AllReduce")
+        assert sharing in (("-",) if arch == "ring AllReduce" else ("ps", "fcfs", "hybrid"))
     assert all(".." in r for r in rows[:2]) and all(" - " in r for r in rows[2:])
-    assert out[10].startswith("cheapest: ")
-    assert out[11].startswith("saturation (analytic; fewest W reaching 95% of the best)")
-    assert len(out) == 12 + 13 + 1
+    assert out[9].startswith("cheapest: ")
+    assert out[10].startswith("saturation (analytic; fewest W reaching 95% of the best)")
+    assert len(out) == 11 + 13 + 1
     assert out[-1] == "link: 1.00 Gbit/s (--bandwidth)"
     assert captured.err == ""  # progress is drawn on a terminal only
 
@@ -249,7 +261,7 @@ def test_layouts_of_hosts_count_devices_and_use_the_host_closed_form() -> None:
     assert {(c.workers, c.servers) for c in cands if c.arch == "ps"} == {(1, 1), (1, 2)}
     assert Candidate("allreduce", "sync", "allreduce", 2, 1, 8).machines == 16
     assert (
-        Candidate("ps", "sync", "ps", 1, 2, 8).family == "PS sync, ps links, 2 servers, hosts of 8"
+        Candidate("ps", "sync", "ps", 1, 2, 8).family == "PS Sync, ps links, 2 servers, hosts of 8"
     )
     # One host of 8, ring: its step is T_C plus an intra-host AllReduce, 2(G-1)/G M / B_intra,
     # and it trains 8 batches.

@@ -39,7 +39,7 @@ def test_show_summarizes(trace_file: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "layers     2 (2 with parameters), 1,280 parameters" in out
     assert "pull 2, forward 2, backward 2, push 2, update 2 (total 10)" in out
-    assert "4.000 ms" in out  # forward sum per step
+    assert "4.000 ms" in out  # forward sum per step (4 significant digits)
     assert out.index("l1 ") < out.index("l0 ")  # slowest layer first
 
 
@@ -101,3 +101,16 @@ def test_a_broken_file_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "bad.json: top level: missing required field 'ops'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_show_prints_the_trace_as_typed_not_the_install_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["trace", "show", "cnn-b32"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "trace      cnn-b32 (schema v1)"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    save_trace(synthetic_trace([0.001], [0.002], [4096]), "sub/mine.json")
+    assert main(["trace", "show", "sub/../sub/mine.json"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("trace      sub/../sub/mine.json (schema v")

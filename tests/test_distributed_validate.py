@@ -23,6 +23,8 @@ from simcore.cli.main import OneLineErrorParser
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace
 
+from scenario_support import assert_finding_and_files
+
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 TINY = "test_distributed_runner:TinyNet"
 SMALL = ["--model", TINY, "--batch-size", "8", "--steps", "8", "--warmup", "2", "--quiet"]
@@ -45,6 +47,14 @@ def test_scenario_prints_and_saves_measured_vs_predicted(
     assert scenario.main([*argv, "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "ps-sync" in text and "absolute error over all points" in text
+    finding = assert_finding_and_files(text, tmp_path, ["validate.csv", "validate.png"])
+    mean, worst = text.split("absolute error over all points: mean / max\n  simulator: ")[
+        1
+    ].split()[:3:2]
+    assert (
+        finding.startswith("against the real runs of ")
+        and f"the simulator {mean} on average ({worst} at most)" in finding
+    )
     with open(tmp_path / "validate.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["workers"]) for r in rows] == [1, 2]

@@ -190,10 +190,17 @@ def test_advise_csv_has_the_rows_of_the_table(capsys: pytest.CaptureFixture[str]
     assert code == 0
     header, rows = csv_rows(out)
     assert header[-1] == "cost_per_million_examples" and len(rows) == 5
-    for rank, row in enumerate(rows, 1):
-        line = next(x for x in text.splitlines() if x.split()[:1] == [str(rank)])
-        assert row[0] == str(rank) and f" {row[1]} " in line  # the configuration's label
-    assert [bool(r[4]) for r in rows] == [True, True, False, False, False]  # 2 simulated
+    table = [
+        x.split() for x in text.splitlines() if x.split()[:1] in ([str(i)] for i in range(1, 6))
+    ]
+    for rank, (row, cells) in enumerate(zip(rows, table, strict=True), 1):
+        # rank, architecture (one or two words), servers, sharing, W, machines, examples/s, by
+        words = 2 if row[1] == "ring AllReduce" or row[1].startswith("PS ") else 1
+        assert row[0] == cells[0] == str(rank) and " ".join(cells[1 : 1 + words]) == row[1]
+        rest = cells[1 + words :]
+        assert [row[2] or "-", row[3] or "-", row[5], row[6]] == rest[:4]
+        assert close(rest[4], row[7]) and rest[5] == row[8]
+    assert [r[8] for r in rows] == ["simulated"] * 2 + ["analytic"] * 3
 
 
 def test_trace_show_csv_has_the_layer_table(capsys: pytest.CaptureFixture[str]) -> None:

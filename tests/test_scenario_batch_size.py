@@ -14,6 +14,7 @@ from simcore.trace.model import OpKind
 
 from figure_capture import FigureRecord
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_printed_equals_csv,
     assert_second_run_refused,
@@ -39,7 +40,10 @@ def test_prints_tables_and_saves_data_and_figure(
 ) -> None:
     assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "finding:" in out and "per batch size" in out
+    assert "per batch size" in out
+    names = [scenario.CSV_FILE, scenario.SUMMARY_CSV_FILE, scenario.FIGURE_FILE]
+    finding = assert_finding_and_files(out, tmp_path, names)
+    assert finding.startswith("batch 128 reaches ")
     assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     summary = read_csv(tmp_path / scenario.SUMMARY_CSV_FILE)

@@ -13,6 +13,7 @@ from simcore.trace.model import OpKind
 from figure_capture import FigureRecord
 from scenario_support import (
     Rows,
+    assert_finding_and_files,
     assert_lines_plot,
     assert_png,
     assert_printed_equals_csv,
@@ -49,6 +50,9 @@ def test_files_tables_and_figures_agree(
 ) -> None:
     assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    names = [scenario.MIX_CSV, scenario.MIX_PNG, scenario.CAPS_CSV, scenario.CAPS_PNG]
+    finding = assert_finding_and_files(out, tmp_path, names)
+    assert "costs Sync-SGD" in finding and "per-flow cap" in finding
     for name in scenario.FILES:
         assert (tmp_path / name).stat().st_size > 0
     for name in (scenario.MIX_PNG, scenario.CAPS_PNG):

@@ -12,9 +12,11 @@ from types import ModuleType
 import pytest
 
 from simcore.trace.io import load_trace
+from simcore.units import format_number
 
 from figure_capture import FigureRecord, record
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_second_run_refused,
     column,
@@ -77,7 +79,10 @@ def test_prints_the_table_and_saves_every_file(
     scenario: ModuleType, run: tuple[Path, str, list[FigureRecord]]
 ) -> None:
     out, text, _ = run
-    assert "finding:" in text and "W = 1: best " in text
+    assert "W = 1: best " in text
+    names = [scenario.CSV_FILE, scenario.POINTS_FILE, scenario.FIGURE_FILE, scenario.TIMELINE_FILE]
+    finding = assert_finding_and_files(text, out, names)
+    assert "of the best throughput at every W" in finding
     for name in (scenario.FIGURE_FILE, scenario.TIMELINE_FILE):
         assert_png(out / name)
     for name in (scenario.CSV_FILE, scenario.POINTS_FILE):
@@ -89,8 +94,7 @@ def test_prints_the_table_and_saves_every_file(
     for row in rows:
         keys = [f"examples_per_s_w{w}" for w in WORKERS] + ["step_ms_w1", "idle_ms_w1"]
         csv_values = [float(row[k]) for k in keys]
-        decimals = [2] * len(WORKERS) + [1, 1]
-        rounded = [round(v, d) for v, d in zip(csv_values, decimals, strict=True)]
+        rounded = [float(format_number(v)) for v in csv_values]  # as every table prints
         assert printed[row["ordering"]] == pytest.approx(rounded, abs=1e-9)
 
 

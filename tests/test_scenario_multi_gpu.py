@@ -9,6 +9,7 @@ import pytest
 
 from figure_capture import FigureRecord
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_printed_equals_csv,
     assert_second_run_refused,
@@ -26,6 +27,7 @@ def test_tables_csv_and_figure_agree_and_the_cap_behaves_as_the_closed_form_says
     scenario = load_scenario("multi_gpu")
     assert scenario.main([*SMALL, "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert_finding_and_files(out, tmp_path, [scenario.CSV_FILE, scenario.FIGURE_FILE])
     assert "finding: one host's flow gets 10 of 25 Gbit/s" in out
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)

@@ -14,6 +14,7 @@ from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_printed_equals_csv,
     assert_second_run_refused,
@@ -39,7 +40,9 @@ def test_prints_tables_and_saves_data_and_figures(
 ) -> None:
     assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "finding:" in out
+    names = [scenario.CSV_FILE, scenario.FIGURE_FILE, scenario.TIMELINE_CSV_FILE]
+    finding = assert_finding_and_files(out, tmp_path, [*names, scenario.TIMELINE_FILE])
+    assert finding.startswith("overlapping each layer's transfers with computation gains ")
     for name in (scenario.FIGURE_FILE, scenario.TIMELINE_FILE):
         assert_png(tmp_path / name, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)

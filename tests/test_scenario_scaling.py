@@ -12,6 +12,7 @@ from simcore.trace.io import load_trace
 
 from figure_capture import FigureRecord
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_printed_equals_csv,
     assert_second_run_refused,
@@ -29,11 +30,16 @@ def test_prints_tables_and_saves_the_data_and_the_figure(
     scenario = load_scenario("scaling")
     assert scenario.main([*SMALL, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "best: " in out
+    finding = assert_finding_and_files(out, tmp_path, [scenario.CSV_FILE, scenario.FIGURE_FILE])
     assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
 
     rows = read_csv(tmp_path / scenario.CSV_FILE)
     assert len(rows) == 3 * len(scenario.ARCHITECTURES)
+    best = max(rows, key=lambda r: float(r["examples_per_s"]))  # the finding names the fastest
+    assert (
+        finding.startswith(f"{best['table']} is the fastest, ")
+        and f"W = {best['workers']}," in finding
+    )
     [record] = saved_figures
     [axes] = record.axes
     assert axes.title and "(examples/s)" in axes.ylabel and axes.xlabel and axes.has_legend

@@ -13,6 +13,7 @@ from simcore.trace.io import load_trace
 from figure_capture import FigureRecord
 from scenario_support import (
     Rows,
+    assert_finding_and_files,
     assert_lines_plot,
     assert_png,
     assert_printed_equals_csv,
@@ -38,6 +39,10 @@ def run(
 ) -> tuple[str, Rows, Rows]:
     assert scenario.main([*SMALL, *extra, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    names = [scenario.THROUGHPUT_CSV, scenario.DIFFERENCE_CSV]
+    assert_finding_and_files(
+        out, tmp_path, [*names, scenario.THROUGHPUT_PNG, scenario.DIFFERENCE_PNG]
+    )
     return (
         out,
         read_csv(tmp_path / scenario.THROUGHPUT_CSV),

@@ -15,6 +15,7 @@ from simcore.trace.io import load_trace, save_trace
 
 from figure_capture import FigureRecord
 from scenario_support import (
+    assert_finding_and_files,
     assert_png,
     assert_rows_show_csv,
     assert_second_run_refused,
@@ -41,6 +42,9 @@ def test_prints_tables_and_saves_data_and_figure(
 ) -> None:
     assert scenario.main([*FAST, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    names = [scenario.CSV_FILE, scenario.BYTES_CSV_FILE, scenario.FIGURE_FILE]
+    finding = assert_finding_and_files(out, tmp_path, names)
+    assert finding.startswith("two parameter servers raise the best throughput over one server")
     assert "finding" in out and "bytes held by each server" in out
     assert_png(tmp_path / scenario.FIGURE_FILE, min_bytes=10_000)
     rows = read_csv(tmp_path / scenario.CSV_FILE)

@@ -101,7 +101,7 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--workers", "two"], "--workers: 'two' is not a count"),
         (["--bandwidth", "10"], "--bandwidth: '10' is not a bandwidth"),
         (["--bandwidth", "0Gbps"], "--bandwidth: '0Gbps' must be > 0"),
-        (["--steps", "10", "--warmup", "10"], "steps: must be greater than warmup_steps"),
+        (["--steps", "10", "--warmup", "10"], "--steps: must be greater than --warmup (10)"),
         (["--workers", "1-3", "--timeline", "x.json"], "--timeline: needs a single worker"),
         (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
         (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),
@@ -265,3 +265,51 @@ def test_transfers_cpu_cost_slows_colocated_workers(
     costly = point(capsys.readouterr().out)
     assert costly["config"]["comm_cpu_s_per_byte"] == pytest.approx(60e-9)
     assert costly["examples_per_s"]["value"] < plain["examples_per_s"]["value"]
+
+
+def _simulated(
+    capsys: pytest.CaptureFixture[str], trace: Path, *extra: str
+) -> tuple[dict[str, object], str]:
+    assert main(["simulate", str(trace), *FAST, "--workers", "2", "--json", *extra]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    doc.pop("argv")  # the command line as typed differs; what it ran must not
+    for entry in doc["entrys"]:
+        entry.pop("wall_time_s", None)
+        entry.pop("ops_per_wall_s", None)
+    return doc, captured.err
+
+
+@pytest.mark.parametrize(
+    ("given", "same_as", "note"),
+    [
+        # The per-byte cost takes units; a bare number is still seconds per byte, with a note.
+        (
+            ["--parse-alpha", "1e-9"],
+            ["--parse-alpha", "1ns/B"],
+            "--parse-alpha 1e-9 read as seconds per byte",
+        ),
+        (["--parse-alpha", "1.024us/KiB"], ["--parse-alpha", "1ns/B"], None),
+        # simulate's old name of the HTTP/2 window still works this release, with a note.
+        (
+            ["--scheduler", "http2", "--window", "16KiB"],
+            ["--scheduler", "http2", "--http2-window", "16KiB"],
+            "--window is deprecated, use --http2-window",
+        ),
+    ],
+)
+def test_units_and_deprecated_names_give_the_same_run(
+    trace_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    given: list[str],
+    same_as: list[str],
+    note: str | None,
+) -> None:
+    doc, err = _simulated(capsys, trace_file, *given)
+    reference, reference_err = _simulated(capsys, trace_file, *same_as)
+    assert doc == reference and reference_err == ""
+    if note is None:
+        assert err == ""
+    else:
+        [line] = err.splitlines()
+        assert line.startswith("sgdsim simulate: note: ") and note in line

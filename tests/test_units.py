@@ -13,10 +13,12 @@ from simcore.errors import ConfigError
 from simcore.units import (
     format_bandwidth,
     format_bytes,
+    format_number,
     format_seconds,
     parse_bandwidth,
     parse_duration,
     parse_size,
+    parse_time_per_size,
 )
 
 # Three significant digits: the printed value is off by at most half a unit in the third digit,
@@ -195,3 +197,59 @@ def test_prefixes_scale_exactly(k: int) -> None:
     assert parse_size(f"{k}KiB") == 1024 * k
     assert parse_size(f"{k}kB") == 1000 * k
     assert parse_bandwidth(f"{k}MB/s") == pytest.approx(8 * parse_bandwidth(f"{k}Mbps"))
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds_per_byte"),
+    [
+        ("1ns/B", 1e-9),
+        ("0.5us/KiB", 0.5e-6 / 1024),
+        ("2ms/MB", 2e-3 / 1e6),
+        ("1s/2B", 0.5),
+        ("0s/B", 0.0),
+        ("3ns / B", 3e-9),
+    ],
+)
+def test_time_per_size(text: str, seconds_per_byte: float) -> None:
+    assert parse_time_per_size(text, name="--x") == (pytest.approx(seconds_per_byte), False)
+
+
+def test_a_bare_number_is_seconds_per_byte_and_says_so() -> None:
+    assert parse_time_per_size("1e-9") == (1e-9, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("fast", "--x: 'fast' is not a time per size such as 1ns/B"),
+        ("1ns/", "--x: '1ns/' is not a time per size"),
+        ("/B", "--x: '/B' is not a time per size"),
+        ("1parsec/B", "--x (time before /): '1parsec'"),
+        ("1ns/0B", "--x (size after /): '0B' must be > 0"),
+        ("1ns/furlong", "--x (size after /): '1furlong'"),
+        ("-1", "--x: '-1' must be a finite number >= 0"),
+        ("nan", "--x: 'nan' must be a finite number >= 0"),
+    ],
+)
+def test_a_bad_time_per_size_names_the_option_and_the_form(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_time_per_size(text, name="--x")
+    assert str(err.value).startswith(says), str(err.value)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e14))
+def test_format_number_has_four_significant_digits(value: float) -> None:
+    text = format_number(value)
+    assert "e" not in text
+    digits = text.replace(".", "").lstrip("0")
+    assert len(digits) == 4 or ("." not in text and len(digits) >= 4), text
+    assert float(text) == pytest.approx(value, rel=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(16.6, "16.60"), (3.7361, "3.736"), (7.11, "7.110"), (9.9996, "10.00"), (0.0, "0"),
+     (-2.5, "-2.500"), (123456.7, "123457"), (1e-5, "1.000e-05"), (math.inf, "inf")],
+)  # fmt: skip
+def test_format_number_keeps_trailing_zeros(value: float, text: str) -> None:
+    assert format_number(value) == text

@@ -506,17 +506,17 @@ PREDICTORS = (
 )
 COLUMNS = (
     Column("workers", "W", "{:d}"),
-    Column("measured", "measured", "{:.1f}"),
-    Column("measured_min", "min", "{:.1f}"),
-    Column("measured_max", "max", "{:.1f}"),
-    Column("spread_percent", "spread%", "{:.0f}"),
-    Column("simulated", "sim", "{:.1f}"),
+    Column("measured", "measured"),
+    Column("measured_min", "min"),
+    Column("measured_max", "max"),
+    Column("spread_percent", "spread%"),
+    Column("simulated", "sim"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
-    Column("simulated_ideal", "ideal", "{:.1f}"),
+    Column("simulated_ideal", "ideal"),
     Column("simulated_ideal_error_percent", "err%", "{:+.1f}"),
-    Column("coarse", "coarse", "{:.1f}"),
+    Column("coarse", "coarse"),
     Column("coarse_error_percent", "err%", "{:+.1f}"),
-    Column("slowdown", "compute x", "{:.2f}"),
+    Column("slowdown", "compute x"),
 )
 
 

@@ -117,13 +117,14 @@ class Candidate:
 
     @property
     def family(self) -> str:
-        """The configuration without its worker count, e.g. ``PS sync, fcfs links, 2 servers``
+        """The configuration without its worker count, e.g. ``PS Sync, fcfs links, 2 servers``
         (with ``, hosts of 8`` when workers are hosts of several devices)."""
         hosts = f", hosts of {self.devices_per_host}" if self.devices_per_host > 1 else ""
         if self.arch == "allreduce":
-            return f"AllReduce sync{hosts}"
+            return f"ring AllReduce{hosts}"
         plural = "s" if self.servers > 1 else ""
-        return f"PS {self.mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
+        mode = self.mode.capitalize()  # PS Async / PS Sync, as advise's architecture column
+        return f"PS {mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
 
     @property
     def label(self) -> str:
@@ -407,7 +408,8 @@ def advise(
     Returns
     -------
     Advice
-        Candidates best first (simulated value where simulated, analytic otherwise), the
+        Candidates best first: the simulated ones by their simulated value, then the others by
+        their analytic value; the
         saturation point per family, and which candidates were simulated.
 
     Raises
@@ -451,7 +453,9 @@ def advise(
         configs = [configure(config) for config in configs]
     simulated, interrupted = _simulate_all(trace, top, configs, progress)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
-    ranked.sort(key=lambda r: _order(r.candidate, r.examples_per_s))
+    # Simulated candidates first: a simulated and an analytic figure are not of one kind (the
+    # analytic models leave out latency, flow weights, step-time variation), so never interleaved.
+    ranked.sort(key=lambda r: (r.simulated is None, *_order(r.candidate, r.examples_per_s)))
     return Advice(
         ranked=tuple(ranked),
         saturation=_saturations(analytic),

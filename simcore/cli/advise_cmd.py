@@ -28,33 +28,21 @@ from simcore.cli.output_options import (
     EXIT_INTERRUPTED,
     add_output_options,
     advise_csv,
+    architecture_text,
     interrupted_note,
     print_csv,
 )
 from simcore.cli.progress import Progress
-from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
+from simcore.cli.seeds import add_replications_options, advise_seeds_note
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
 from simcore.report.output import print_json
 from simcore.saturation import SATURATION_SHARE
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
+from simcore.units import format_bandwidth, format_bytes, format_number, parse_bandwidth
 
 MAX_PRICE = 1e12  # per machine-hour
-
-# The library names its parameters; the CLI user knows them as options.
-OPTION_OF = {
-    "machines": "--machines",
-    "price_per_machine_hour": "--price",
-    "confirm_top": "--confirm",
-    "sim_steps": "--steps",
-    "seed": "--seed",
-    "devices_per_host": "--devices-per-host",
-    "intra_bandwidth_bps": "--intra-bandwidth",
-    "flow_cap_bps": "--flow-cap",
-    "replications": "--replications",
-}
 
 
 def register(subparsers: Any) -> None:
@@ -116,28 +104,22 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     quiet = args.quiet or args.json or args.csv
     progress = Progress("simulate", "worker-steps", enabled=not quiet)
-    try:
-        advice = advise(
-            trace,
-            args.machines,
-            bandwidth_bps,
-            price_per_machine_hour=args.price,
-            confirm_top=args.confirm,
-            sim_steps=args.steps,
-            seed=args.seed,
-            latency_s=latency_s,
-            progress=progress,
-            devices_per_host=sizes,
-            intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
-            flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
-            replications=args.replications,
-            configure=lambda config: link.apply(config, strict=False),
-        )
-    except ConfigError as err:
-        name, _, rest = str(err).partition(":")
-        if name not in OPTION_OF:
-            raise
-        raise ConfigError(f"{OPTION_OF[name]}:{rest}") from err
+    advice = advise(
+        trace,
+        args.machines,
+        bandwidth_bps,
+        price_per_machine_hour=args.price,
+        confirm_top=args.confirm,
+        sim_steps=args.steps,
+        seed=args.seed,
+        latency_s=latency_s,
+        progress=progress,
+        devices_per_host=sizes,
+        intra_bandwidth_bps=_optional_bandwidth(args.intra_bandwidth, "--intra-bandwidth"),
+        flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
+        replications=args.replications,
+        configure=lambda config: link.apply(config, strict=False),
+    )
     check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
         context = advice_to_dict(advice, trace, args, latency_s)
@@ -254,8 +236,52 @@ def _sim_cell(r: Ranked) -> str:
     if sim is None:
         return "-"
     if sim.ci_low is None or sim.ci_high is None:
-        return f"{sim.value:.4g}"
-    return f"{sim.value:.4g} ({sim.ci_low:.4g} .. {sim.ci_high:.4g})"
+        return format_number(sim.value)
+    return f"{format_number(sim.ci_low)} .. {format_number(sim.ci_high)}"
+
+
+def advice_rows(shown: list[Ranked], priced: bool) -> list[list[str]]:
+    """The ranked table's header and rows as text cells: the architecture, the link sharing
+    assumption (ps, fcfs or hybrid; none for a ring) and whether the examples/s it is ranked by
+    were simulated or only predicted analytically, each in a column of its own."""
+    hosts = any(r.candidate.devices_per_host > 1 for r in shown)
+    header = ["rank", "architecture", "servers", "sharing", *(["host of"] if hosts else [])]
+    header += ["W", "machines", "examples/s", "by", "analytic", "simulated 95% CI"]
+    header += ["seeds min .. max", *(["cost/M ex"] if priced else [])]
+    rows = [header]
+    for i, r in enumerate(shown):
+        c = r.candidate
+        ring = c.arch == "allreduce"
+        spread = (
+            "-"
+            if r.simulated_spread is None
+            else " .. ".join(format_number(v) for v in r.simulated_spread)
+        )
+        row = [str(i + 1), architecture_text(r), "-" if ring else str(c.servers)]
+        row += ["-" if ring else c.sharing, *([str(c.devices_per_host)] if hosts else [])]
+        row += [str(c.workers), str(c.machines), format_number(r.examples_per_s), r.source]
+        row += [format_number(r.analytic_examples_per_s), _sim_cell(r), spread]
+        if priced:
+            cost = r.cost_per_million_examples
+            row.append("-" if cost is None else format_number(cost))
+        rows.append(row)
+    return rows
+
+
+LEFT_COLUMNS = ("architecture", "sharing", "by")  # words left-aligned, numbers right
+
+
+def aligned(rows: list[list[str]]) -> list[str]:
+    """``rows`` (header first) as aligned lines: words left, numbers right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    left = [name in LEFT_COLUMNS for name in rows[0]]
+    return [
+        "  ".join(
+            cell.ljust(w) if is_left else cell.rjust(w)
+            for cell, w, is_left in zip(row, widths, left, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where: str) -> str:
@@ -263,8 +289,7 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
     meta = trace.metadata
     priced = advice.price_per_machine_hour is not None
     model_nbytes = sum(layer.param_nbytes for layer in trace.layers)
-    shown = advice.ranked[: args.top]
-    width = max([42, *(len(r.candidate.label) for r in shown)])
+    shown = list(advice.ranked[: args.top])
     lines = [
         f"{meta.model_name}, batch {meta.batch_size}/worker, {format_bytes(model_nbytes)} of "
         f"parameters; budget {advice.machines} machines, "
@@ -272,25 +297,15 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
         f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed}"
         f"{advise_seeds_note(args)})",
-        "ranked by simulated examples/s where simulated, analytic otherwise",
-        f"{'rank':>4}  {'configuration':<{width}} {'machines':>8} {'analytic':>10}  "
-        f"{'simulated (95% CI)':<28}" + (f" {'cost/M ex':>10}" if priced else ""),
-        f"{'':>4}  {'':<{width}} {'':>8} {'examples/s':>10}  {'examples/s':<28}"
-        + (f" {'':>10}" if priced else ""),
+        "ranked: the simulated configurations first, by simulated examples/s; then the others "
+        "by analytic examples/s (column 'by')",
+        *aligned(advice_rows(shown, priced)),
     ]
-    lines[-2:] = [line.rstrip() for line in lines[-2:]]
-    for i, r in enumerate(shown):
-        cost = f" {r.cost_per_million_examples:>10.4g}" if priced else ""
-        lines.append(
-            f"{i + 1:>4}  {r.candidate.label:<{width}} {r.candidate.machines:>8} "
-            f"{r.analytic_examples_per_s:>10.4g}  {_sim_cell(r):<28}{cost}"
-            f"{advise_spread_note(r)}".rstrip()
-        )
     if priced:
         cheapest = advice.by_cost[0]
+        cost = format_number(cheapest.cost_per_million_examples or 0.0)
         lines.append(
-            f"cheapest: {cheapest.candidate.label}, {cheapest.cost_per_million_examples:.4g} "
-            f"per million examples ({cheapest.source})"
+            f"cheapest: {cheapest.candidate.label}, {cost} per million examples ({cheapest.source})"
         )
     lines.append(f"saturation (analytic; fewest W reaching {SATURATION_SHARE:.0%} of the best):")
     family_width = max(len(s.family) for s in advice.saturation)

@@ -39,7 +39,7 @@ from simcore.sim.config import MODES
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
-from simcore.units import format_bandwidth, format_bytes, format_seconds
+from simcore.units import format_bandwidth, format_bytes, format_number, format_seconds
 
 ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
 SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
@@ -259,7 +259,9 @@ def format_table(args: argparse.Namespace, worker: WorkerType, b: float, rows: l
     ]
     for row in rows:
         cells = " ".join(
-            f"{row[n]['examples_per_s']:>10.4g} {row[n]['steps_per_s']:>8.4g}" for n in columns
+            f"{format_number(row[n]['examples_per_s']):>10} "
+            f"{format_number(row[n]['steps_per_s']):>8}"
+            for n in columns
         )
         extra = row["solver"] if sync else f"{row['solver']}; hybrid = {row['hybrid']['links']}"
         lines.append(f"{row['workers']:>4} {cells}  {extra}")

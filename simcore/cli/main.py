@@ -23,6 +23,7 @@ from typing import NoReturn
 import argcomplete
 import numpy as np
 
+from simcore.cli.option_names import user_message
 from simcore.errors import SgdsimError
 
 # Subcommand modules in help order. Heavy imports (torch) happen inside handlers, not here.
@@ -107,8 +108,8 @@ def _run(args: argparse.Namespace) -> int:
                 warnings.simplefilter("error", RuntimeWarning)  # numpy's "mean of empty slice"
             code: int = args.handler(args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed inside main
-    except SgdsimError as err:
-        return _error(str(err))
+    except SgdsimError as err:  # in the user's words: options, not library parameter names
+        return _error(user_message(str(err)))
     except BrokenPipeError:
         raise
     except OSError as err:  # the file system refused something the checks could not foresee

@@ -126,14 +126,30 @@ def analyze_csv(
     return [*header, "solver", *(["hybrid_links"] if hybrid else [])], out
 
 
+ARCHITECTURE_OF = {("ps", "async"): "PS Async", ("ps", "sync"): "PS Sync"}
+
+
+def architecture_text(r: Ranked) -> str:
+    """advise's architecture column: ``PS Async``, ``PS Sync`` or ``ring AllReduce``."""
+    c = r.candidate
+    return ARCHITECTURE_OF.get((c.arch, c.mode), "ring AllReduce")
+
+
 def advise_csv(
     ranked: Sequence[Ranked], price: float | None
 ) -> tuple[list[str], list[list[CsvCell]]]:
-    """Header and rows of advise's ranked table (the cost column only with a price)."""
+    """Header and rows of advise's ranked table, its columns as the text table has them (a
+    ring has no servers or sharing: empty cells; the cost column only with a price)."""
     header = [
         "rank",
-        "configuration",
+        "architecture",
+        "servers",
+        "sharing",
+        "devices_per_host",
+        "workers",
         "machines",
+        "examples_per_s",
+        "by",
         "analytic_examples_per_s",
         "simulated_examples_per_s",
         "simulated_ci_low_examples_per_s",
@@ -148,7 +164,19 @@ def advise_csv(
         spread = [None, None] if r.simulated_spread is None else list(r.simulated_spread)
         cost = [] if price is None else [r.cost_per_million_examples]
         c = r.candidate
-        lead: list[CsvCell] = [rank, c.label, c.machines, r.analytic_examples_per_s]
+        ring = c.arch == "allreduce"
+        lead: list[CsvCell] = [
+            rank,
+            architecture_text(r),
+            None if ring else c.servers,
+            None if ring else c.sharing,
+            c.devices_per_host,
+            c.workers,
+            c.machines,
+            r.examples_per_s,
+            r.source,
+            r.analytic_examples_per_s,
+        ]
         rows.append([*lead, *simulated, *spread, *cost])
     return header + ([] if price is None else ["cost_per_million_examples"]), rows
 

@@ -14,6 +14,7 @@ from simcore.analytic.advisor import Ranked
 from simcore.sim import SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS, default_replications
 from simcore.sim.phases import MIXED
+from simcore.units import format_number
 
 WORKERS_LISTED = 8  # --phases lists the step times of this many workers; --json has all
 
@@ -47,7 +48,8 @@ def format_spread(result: SimulationResult) -> list[str]:
     if runs < 2:
         return []
     low, high = result.examples_spread
-    return [f"spread     {low:.4g} .. {high:.4g} examples/s over {runs} seeds (min .. max)"]
+    spread = f"{format_number(low)} .. {format_number(high)}"
+    return [f"spread     {spread} examples/s over {runs} seeds (min .. max)"]
 
 
 def shown_seed_note(result: SimulationResult) -> str:
@@ -58,8 +60,8 @@ def shown_seed_note(result: SimulationResult) -> str:
     low, high = result.examples_spread
     shown = result.replication_examples_per_s[0]
     return (
-        f" (mean of {runs} seeds, spread {low:.4g} .. {high:.4g}; "
-        f"the timeline shows seed 0: {shown:.4g}, {result.phases[0].label})"
+        f" (mean of {runs} seeds, spread {format_number(low)} .. {format_number(high)}; "
+        f"the timeline shows seed 0: {format_number(shown)}, {result.phases[0].label})"
     )
 
 
@@ -74,7 +76,7 @@ def advise_spread_note(ranked: Ranked) -> str:
     if ranked.simulated_spread is None:
         return ""
     low, high = ranked.simulated_spread
-    return f" seeds {low:.4g}..{high:.4g}"
+    return f" seeds {format_number(low)}..{format_number(high)}"
 
 
 def sweep_spread_cell(result: SimulationResult) -> str:
@@ -82,7 +84,7 @@ def sweep_spread_cell(result: SimulationResult) -> str:
     if len(result.replication_steps_per_s) < 2:
         return ""
     low, high = result.examples_spread
-    return f"  {low:.4g} .. {high:.4g}"
+    return f"  {format_number(low)} .. {format_number(high)}"
 
 
 def format_phases(result: SimulationResult) -> list[str]:

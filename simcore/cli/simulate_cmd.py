@@ -61,12 +61,15 @@ from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
     format_bandwidth,
+    format_number,
     parse_bandwidth,
     parse_duration,
     parse_size,
+    parse_time_per_size,
 )
 
 MAX_WORKERS_LISTED = 4096
+DEFAULT_HTTP2_WINDOW = "64KiB"
 DEFAULT_BATCHES = 10
 MAX_JITTER_CV = 100.0  # beyond it lognormal draws overflow; real profiles show cv < 1
 MAX_SPEED_FACTOR = 1e6  # --speed: 1e-6 to 1e6 times the profiled speed
@@ -132,14 +135,16 @@ def register(subparsers: Any) -> None:
         "--scheduler",
         choices=stream_scheduler_names(),
         default="fifo",
-        help="stream order on each connection (http2: multiplexing with --window)",
+        help="stream order on each connection (http2: multiplexing with --http2-window)",
     )
-    p.add_argument("--window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
+    p.add_argument("--http2-window", help="HTTP/2 window WIN (default 64KiB)")
+    # The name of --http2-window before timeline's --window (steps) made it ambiguous.
+    p.add_argument("--window", help=argparse.SUPPRESS)
     p.add_argument(
         "--parse-alpha",
-        type=float,
-        default=0.0,
-        help="parsing overhead per byte, seconds/byte (0 to 1)",
+        default="0s/B",
+        help="parsing overhead per byte, a time per size, e.g. 1ns/B or 0.5us/KiB (default 0; "
+        "at most 1s/B)",
     )
     p.add_argument("--parse-beta", default="0s", help="parsing overhead per transfer, e.g. 50us")
     p.add_argument(
@@ -243,6 +248,28 @@ def _placement(text: str) -> str | dict[str, int]:
     return data
 
 
+def parse_alpha_option(text: str) -> tuple[float, bool]:
+    """``--parse-alpha`` in seconds per byte, a time per size (``1ns/B``), and whether it was a
+    bare number (still read as seconds per byte; :func:`run` then says so)."""
+    seconds_per_byte, bare = parse_time_per_size(text, name="--parse-alpha")
+    if not 0 <= seconds_per_byte <= 1:
+        raise ConfigError(
+            f"--parse-alpha: {text!r} is {seconds_per_byte:g} s per byte; give 0 to 1s/B, "
+            "e.g. 1ns/B or 0.5us/KiB"
+        )
+    return seconds_per_byte, bare
+
+
+def http2_window_option(args: argparse.Namespace) -> tuple[str, str]:
+    """(text, option as typed) of the HTTP/2 window: ``--http2-window``, else the deprecated
+    ``--window`` alias, else the 64KiB default."""
+    if args.window is not None:
+        if args.http2_window is not None:
+            raise ConfigError("--window: give --http2-window alone (--window is its old name)")
+        return args.window, "--window"
+    return (args.http2_window or DEFAULT_HTTP2_WINDOW), "--http2-window"
+
+
 def command_link(args: argparse.Namespace, topology: Topology | None) -> LinkSettings:
     """The link of ``simulate`` and ``timeline``: options, else the topology's bandwidth, else
     ``--network``'s profile, else the defaults."""
@@ -262,7 +289,8 @@ def build_config(
     ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
     (``--topology``) the host settings that the host options leave open.
     """
-    check_range("--parse-alpha", args.parse_alpha, 0, 1)
+    parse_alpha = parse_alpha_option(args.parse_alpha)[0]
+    window, window_option = http2_window_option(args)
     check_range("--jitter-cv", args.jitter_cv, 0, MAX_JITTER_CV)
     config = SimulationConfig(
         workers=workers,
@@ -280,8 +308,8 @@ def build_config(
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
         cap_mode=args.cap_mode,
         scheduler=args.scheduler,
-        window_bytes=parse_size(args.window, name="--window"),
-        parse_alpha_s_per_byte=args.parse_alpha,
+        window_bytes=parse_size(window, name=window_option),
+        parse_alpha_s_per_byte=parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
         servers=args.servers,
         placement=_placement(args.placement),
@@ -299,6 +327,19 @@ def build_config(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.window is not None:
+        print(
+            "sgdsim simulate: note: --window is deprecated, use --http2-window (the same HTTP/2 "
+            "window); --window goes in the next release",
+            file=sys.stderr,
+        )
+    alpha, bare = parse_alpha_option(args.parse_alpha)
+    if bare and alpha > 0:
+        print(
+            f"sgdsim simulate: note: --parse-alpha {args.parse_alpha} read as seconds per byte; "
+            "write the unit, e.g. 1ns/B or 0.5us/KiB",
+            file=sys.stderr,
+        )
     counts = parse_workers(workers_text(args))
     topology = load_topology_option(args)
     if args.timeline is not None:
@@ -306,10 +347,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         check_output(args.timeline, "--timeline", force=args.force)
     link = command_link(args, topology)
-    try:  # every configuration is checked before anything runs
-        configs = [build_config(args, w, link, topology) for w in counts]
-    except ConfigError as err:
-        raise _as_option_error(err) from err
+    # Every configuration is checked before anything runs (errors name options: cli.main).
+    configs = [build_config(args, w, link, topology) for w in counts]
     traces = [load_trace(t) for t in args.trace]
     total = sum(_work(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)
@@ -317,18 +356,13 @@ def run(args: argparse.Namespace) -> int:
     # Before validate(), whose checks alone take minutes for 1e8 workers.
     check_work(work, ops_per_step, "--workers x --steps x --replications")
     for config in configs:
-        try:
-            validate(traces, config)
-        except ConfigError as err:
-            raise _as_option_error(err) from err
+        validate(traces, config)
         if args.batches is not None:
             _check_batches(config)
     available = available_memory_bytes()
     if available is not None:  # refuse what this machine cannot hold, before anything runs
-        try:  # memory grows with W alone between the configs of a sweep
-            check_memory(traces, max(configs, key=lambda c: c.workers), available)
-        except ConfigError as err:
-            raise _as_option_error(err) from err
+        # Memory grows with W alone between the configs of a sweep.
+        check_memory(traces, max(configs, key=lambda c: c.workers), available)
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = total * max(len(t.ops) for t in traces)
     progress = Progress(
@@ -421,7 +455,7 @@ def _ci(result: SimulationResult, scale: float = 1.0) -> str:
     est = result.examples_per_s if scale == 1.0 else result.steps_per_s
     if est.ci_low is None or est.ci_high is None:
         return "n/a"
-    return f"{est.ci_low:.4g} .. {est.ci_high:.4g}"
+    return f"{format_number(est.ci_low)} .. {format_number(est.ci_high)}"
 
 
 def format_result(result: SimulationResult, trace: Trace) -> str:
@@ -439,11 +473,11 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
         *_host_lines(c),
         f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
-        f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
-        f"           {result.steps_per_s.value:.4g} steps/s",
+        f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
+        f"           {format_number(result.steps_per_s.value)} steps/s",
         *format_spread(result),
         *_components(result),
-        f"step time  mean {result.mean_step_s * 1e3:.3f} ms over workers",
+        f"step time  mean {format_number(result.mean_step_s * 1e3)} ms over workers",
     ]
     for link in result.links:
         lines.append(
@@ -455,38 +489,6 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"({result.ops_per_wall_s:,.0f} ops/s)"
     )
     return "\n".join(lines)
-
-
-# SimulationConfig fields the user knows as options of their own name.
-OPTION_OF = {
-    "workers": "--workers",
-    "seed": "--seed",
-    "steps": "--steps",
-    "warmup_steps": "--warmup",
-    "replications": "--replications",
-    "batches": "--batches",
-    "servers": "--servers",
-    "window_bytes": "--window",
-    "jitter_cv": "--jitter-cv",
-    "parse_alpha_s_per_byte": "--parse-alpha",
-    "speed_factors": "--speed",
-    "worker_types": "--worker-types",
-    "devices_per_host": "--devices-per-host",
-    "colocated_workers": "--colocated",
-    "host_cpu_cores": "--host-cores",
-    "worker_cpu_cores": "--worker-cores",
-    "comm_cpu_s_per_byte": "--comm-cpu",
-    "flow_weight_cv": "--flow-weight-cv",
-    "server_host": "--server-host",
-}
-
-
-def _as_option_error(err: ConfigError) -> ConfigError:
-    """``err`` with its leading field name replaced by the option that sets it."""
-    name, sep, rest = str(err).partition(":")
-    if not sep or name not in OPTION_OF:
-        return err
-    return ConfigError(f"{OPTION_OF[name]}:{rest}")
 
 
 def _host_lines(c: SimulationConfig) -> list[str]:
@@ -514,7 +516,7 @@ def _components(result: SimulationResult) -> list[str]:
     if not result.components:
         return []
     parts = ", ".join(
-        f"{c.config.policy_name} {c.steps_per_s.value:.4g}" for c in result.components
+        f"{c.config.policy_name} {format_number(c.steps_per_s.value)}" for c in result.components
     )
     return [f"hybrid     mean of {parts} steps/s; step time and links below: ps run"]
 
@@ -535,8 +537,8 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     for r in results:
         util = {link.name: link.utilization for link in r.links}
         lines.append(
-            f"{r.config.workers:>4} {r.examples_per_s.value:>11.4g} {_ci(r):>21} "
-            f"{r.steps_per_s.value:>9.4g} {r.mean_step_s * 1e3:>9.3f} "
+            f"{r.config.workers:>4} {format_number(r.examples_per_s.value):>11} {_ci(r):>21} "
+            f"{format_number(r.steps_per_s.value):>9} {format_number(r.mean_step_s * 1e3):>9} "
             f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}" + sweep_spread_cell(r)
         )
     return "\n".join(lines)

@@ -50,7 +50,13 @@ from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
 from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, parse_bandwidth, parse_duration, parse_size
+from simcore.units import (
+    format_bandwidth,
+    format_number,
+    parse_bandwidth,
+    parse_duration,
+    parse_size,
+)
 
 DEFAULT_STEPS = 20
 WINDOW_STEPS = 3  # steps shown by default, from the middle of the run
@@ -235,7 +241,11 @@ def _timeline(
     spans, _, bounds = select(
         timeline, workers=shown, steps=window, time_s=time_s, trace=trace, arch=c.arch
     )
-    where = f"steps {window[0]}..{window[1]}" if window else f"{bounds[0]:.4g}..{bounds[1]:.4g} s"
+    where = (
+        f"steps {window[0]}..{window[1]}"
+        if window
+        else f"{format_number(bounds[0])}..{format_number(bounds[1])} s"
+    )
     if args.out is not None:
         title = args.title or (
             f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}: {c.workers} "
@@ -262,8 +272,8 @@ def _timeline(
         _write_chrome(args, spans, trace, result, where)
     print(
         f"simulated {c.workers} workers x {c.steps} steps: "
-        f"{result.examples_per_s.value:.4g} examples/s after {c.warmup_steps} warm-up steps"
-        + shown_seed_note(result),
+        f"{format_number(result.examples_per_s.value)} examples/s after {c.warmup_steps} "
+        "warm-up steps" + shown_seed_note(result),
         file=sys.stderr,
     )
 

@@ -20,6 +20,7 @@ from simcore.report.output import print_json
 from simcore.trace.io import load_trace, sample_names, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
+from simcore.units import format_bytes, format_number
 
 SLOWEST_LAYERS_SHOWN = 10
 
@@ -88,14 +89,16 @@ def run_export_chrome(args: argparse.Namespace) -> int:
 
 
 def _ms(spread: Spread) -> str:
+    """Milliseconds as every table prints numbers (:func:`format_number`)."""
+    low, high = format_number(spread.min * 1e3), format_number(spread.max * 1e3)
     return (
-        f"{spread.mean * 1e3:10.3f} ms  ± {spread.std * 1e3:8.3f}"
-        f"   [{spread.min * 1e3:.3f} .. {spread.max * 1e3:.3f}]"
+        f"{format_number(spread.mean * 1e3):>10} ms  ± {format_number(spread.std * 1e3):>8}"
+        f"   [{low} .. {high}]"
     )
 
 
 def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.2f} MiB"
+    return format_bytes(nbytes)
 
 
 OVERHEAD_NOTES = {
@@ -155,7 +158,8 @@ def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
         for layer in slowest[:n_layers]:
             lines.append(
                 f"  {layer.name[:28]:<28} {layer.module_type[:18]:<18} "
-                f"{layer.forward_s * 1e3:8.3f} ms {layer.backward_s * 1e3:8.3f} ms "
+                f"{format_number(layer.forward_s * 1e3):>8} ms "
+                f"{format_number(layer.backward_s * 1e3):>8} ms "
                 f"{_mib(layer.param_nbytes):>11}"
             )
     return "\n".join(lines)

@@ -5,6 +5,7 @@ scenario command line, output folder and error handling. Nothing here runs a sim
 from simcore.report.scenario import (
     ScenarioOutput,
     base_config,
+    finding_line,
     link_from_args,
     run_scenario,
     scenario_parser,
@@ -18,6 +19,7 @@ __all__ = [
     "base_config",
     "estimate_cells",
     "estimate_columns",
+    "finding_line",
     "link_from_args",
     "run_scenario",
     "scenario_parser",

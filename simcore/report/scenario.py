@@ -18,6 +18,7 @@ from typing import Any
 
 from simcore.cli.link_options import load_network_option, resolve_link
 from simcore.cli.main import OneLineErrorParser
+from simcore.cli.option_names import user_message
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
@@ -88,12 +89,18 @@ def scenario_parser(
         help=f"independent runs (seeds) per point (default {ASYNC_REPLICATIONS} for Async-SGD "
         f"with W >= 2, else {SYNC_REPLICATIONS}: batch means)",
     )
-    parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_output_options(parser, name)
     if texts:
         raise ValueError(f"help_texts: no standard option {sorted(texts)} takes a new help")
     return parser
+
+
+def add_output_options(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--out`` (default ``results/NAME``), ``--force`` and ``--quiet``: the output options of
+    every scenario, also of one whose other options are not the standard ones."""
+    parser.add_argument("--out", default=str(Path("results") / name), help="output folder")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def link_from_args(args: argparse.Namespace) -> tuple[float, float, str]:
@@ -168,12 +175,23 @@ class ScenarioOutput:
         return "\n".join(f"wrote {p}" for p in self.written)
 
 
+def finding_line(sentence: str) -> str:
+    """``finding: SENTENCE``, the line in which a scenario states its answer: one sentence (one
+    line, ending with a full stop, none inside); details go on the lines after it.
+
+    Raises ValueError on more than one sentence: a scenario's own mistake, found by its tests.
+    """
+    if "\n" in sentence or not sentence.endswith(".") or ". " in sentence:
+        raise ValueError(f"a finding is one sentence on one line, not {sentence!r}")
+    return f"finding: {sentence}"
+
+
 def run_scenario(name: str, body: Callable[[], None]) -> int:
     """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 2."""
     try:
         body()
     except SgdsimError as err:
-        print(f"{name}: error: {err}", file=sys.stderr)
+        print(f"{name}: error: {user_message(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from simcore.sim.results import Estimate
+from simcore.units import format_number
 
 Cell = str | int | float | None
 
@@ -18,15 +19,19 @@ Cell = str | int | float | None
 @dataclass(frozen=True)
 class Column:
     """One column: ``key`` names it in the CSV header and in the row mappings, ``title`` heads
-    the printed table, ``fmt`` formats a printed value (``None`` prints as ``-``)."""
+    the printed table, ``fmt`` formats a printed value (``None`` prints as ``-``); without a
+    ``fmt``, a float is printed as every sgdsim table prints numbers
+    (:func:`simcore.units.format_number`: 4 significant digits)."""
 
     key: str
     title: str
-    fmt: str = "{}"
+    fmt: str = ""
 
     def text(self, value: Cell) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "-"
+        if not self.fmt:
+            return format_number(value) if isinstance(value, float) else str(value)
         return self.fmt.format(value)
 
 
@@ -66,7 +71,7 @@ class Table:
 
 
 def estimate_columns(
-    key: str = "examples_per_s", title: str = "examples/s", fmt: str = "{:.2f}"
+    key: str = "examples_per_s", title: str = "examples/s", fmt: str = ""
 ) -> tuple[Column, Column, Column]:
     """The columns of an estimate with its 95% confidence interval: ``key``, ``ci_low`` and
     ``ci_high``; fill them with :func:`estimate_cells`."""

@@ -61,10 +61,14 @@ def read_json(path: Path) -> Any:
 
 
 def load_trace(name_or_path: str | os.PathLike[str]) -> Trace:
-    """Load and validate a trace from a file path or a shipped sample name (``resnet50-b32``)."""
+    """Load and validate a trace from a file path or a shipped sample name (``resnet50-b32``).
+
+    Its ``source``, which the commands print and errors name, is what the user typed: the
+    sample's name, or the path as given (not sgdsim's own install path).
+    """
     path = resolve_path(name_or_path)
     with gc_paused():  # decoding a large trace allocates much and frees nothing
-        return trace_from_dict(read_json(path), source=str(path))
+        return trace_from_dict(read_json(path), source=os.fspath(name_or_path))
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, overwrite: bool = False) -> Path:
