@@ -274,7 +274,7 @@ def _simulated(
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     doc.pop("argv")  # the command line as typed differs; what it ran must not
-    for entry in doc["entrys"]:
+    for entry in doc["points"]:
         entry.pop("wall_time_s", None)
         entry.pop("ops_per_wall_s", None)
     return doc, captured.err
