@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import asdict
 from typing import Any
 
 from simcore.analytic.advisor import (
@@ -24,11 +26,17 @@ from simcore.cli.link_options import (
     add_effect_options,
     link_settings,
 )
+from simcore.cli.precision_options import (
+    add_precision_options,
+    precision_rule,
+    rule_text,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
 from simcore.saturation import SATURATION_SHARE
+from simcore.sim.precision import stopping_text
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, parse_bandwidth
@@ -80,9 +88,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=DEFAULT_SIM_STEPS,
-        help=f"steps per worker per simulation (default {DEFAULT_SIM_STEPS})",
+        help="steps per worker per simulation (default: as many as --precision needs)",
     )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
     add_replications_options(p, phases=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -98,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
     progress = Progress("simulate", enabled=not args.quiet)
+    rule = precision_rule(args)
     try:
         advice = advise(
             trace,
@@ -105,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             bandwidth_bps,
             price_per_machine_hour=args.price,
             confirm_top=args.confirm,
-            sim_steps=args.steps,
+            sim_steps=DEFAULT_SIM_STEPS if args.steps is None else args.steps,
             seed=args.seed,
             latency_s=latency_s,
             progress=progress,
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
             replications=args.replications,
             configure=lambda config: link.apply(config, strict=False),
+            precision=rule,
         )
     except ConfigError as err:
         name, _, rest = str(err).partition(":")
@@ -127,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_advice(advice, trace, args, where))
         print("\n".join(advice_link_lines(link)))
+    for r in advice.ranked:
+        note = "" if r.stopping is None else stopping_text(r.stopping, r.simulated_spread)
+        if note:
+            print(f"note: {r.candidate.label}: {note}", file=sys.stderr if args.json else None)
     return 0
 
 
@@ -193,6 +207,7 @@ def _row(rank: int, r: Ranked) -> dict[str, Any]:
             "ci_low": sim.ci_low,
             "ci_high": sim.ci_high,
             "spread": None if r.simulated_spread is None else list(r.simulated_spread),
+            "stopping": None if r.stopping is None else asdict(r.stopping),
         },
         "examples_per_s": r.examples_per_s,
         "source": r.source,
@@ -223,6 +238,14 @@ def advice_to_dict(
     }
 
 
+def _length(args: argparse.Namespace) -> str:
+    """How long each confirming simulation ran: ``--steps``, or the stopping rule."""
+    if args.steps is not None:
+        return f"{args.steps} steps/worker"
+    rule = precision_rule(args)
+    return rule_text(rule) + "; 'steps' gives each one's"
+
+
 def _sim_cell(r: Ranked) -> str:
     sim = r.simulated
     if sim is None:
@@ -244,7 +267,7 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"parameters; budget {advice.machines} machines, "
         f"{format_bandwidth(advice.bandwidth_bps)} each{where}",
         f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
-        f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed}"
+        f"{len(advice.simulated)} simulated ({_length(args)}, seed {args.seed}"
         f"{advise_seeds_note(args)})",
         "ranked by simulated examples/s where simulated, analytic otherwise",
         f"{'rank':>4}  {'configuration':<{width}} {'machines':>8} {'analytic':>10}  "

@@ -28,6 +28,15 @@ from simcore.cli.link_options import (
     add_effect_options,
     link_settings,
 )
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    implied_mode,
+    length_text,
+    notes,
+    precision_rule,
+    run_simulation,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
     add_replications_options,
@@ -40,8 +49,9 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import refuse_existing
 from simcore.link_settings import LinkSettings
-from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.precision import PrecisionRule, worker_steps
 from simcore.sim.results import result_to_dict, timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -88,8 +98,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--mode",
         choices=MODES,
-        default="async",
-        help="Async-SGD or Sync-SGD (a barrier after each step; default async)",
+        help="Async-SGD or Sync-SGD (a barrier after each step; default async, and sync with "
+        "--arch allreduce)",
     )
     p.add_argument(
         "--sharing",
@@ -97,8 +107,15 @@ def register(subparsers: Any) -> None:
         default=None,
         help="link sharing (default: ps, or allreduce for --arch allreduce)",
     )
-    p.add_argument("--steps", type=int, default=1000, help="steps per worker (default 1000)")
-    p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
+    p.add_argument(
+        "--steps", type=int, help="steps per worker (default: as many as --precision needs)"
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="warm-up steps left out (default a tenth of the run, at least 10 or half of it)",
+    )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     add_replications_options(p)
     p.add_argument("--batches", type=int, default=10, help="batches for batch means")
@@ -226,20 +243,23 @@ def build_config(
     workers: int,
     link: LinkSettings,
     topology: Topology | None = None,
+    rule: PrecisionRule | None = None,
 ) -> SimulationConfig:
     """The SimulationConfig the arguments describe, for ``workers`` workers (or hosts).
 
     ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
-    (``--topology``) the host settings that the host options leave open.
+    (``--topology``) the host settings that the host options leave open; ``rule`` (the stopping
+    rule, None with ``--steps``) the first run's length.
     """
+    steps, warmup = first_length(args, rule)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=args.mode,
+        mode=implied_mode(args.arch, args.mode),
         sharing=args.sharing,
-        steps=args.steps,
-        warmup_steps=args.warmup,
+        steps=steps,
+        warmup_steps=warmup,
         seed=args.seed,
         replications=replications_option(args),
         batches=args.batches,
@@ -274,22 +294,24 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         _check_writable(Path(args.timeline), args.force)
     link = command_link(args, topology)
+    rule = precision_rule(args)
     try:  # every configuration is checked before anything runs
-        configs = [build_config(args, w, link, topology) for w in counts]
+        configs = [build_config(args, w, link, topology, rule) for w in counts]
     except ConfigError as err:
         raise _as_option_error(err) from err
     traces = [load_trace(t) for t in args.trace]
     for config in configs:
         validate(traces, config)
-    total = sum(_work(c) for c in configs)
+    planned = [worker_steps(c) for c in configs]  # the rule may add rounds: totals grow
     # Progress only for runs long enough to wait for (a few seconds and more).
-    work = total * max(len(t.ops) for t in traces)
+    work = sum(planned) * max(len(t.ops) for t in traces)
     progress = Progress("simulate", enabled=not args.quiet and work >= PROGRESS_MIN_OPS)
-    results = []
+    results: list[SimulationResult] = []
     done = 0
-    for config in configs:
-        results.append(simulate(traces, config, progress=_offset(progress, done, total)))
-        done += _work(config)
+    for i, config in enumerate(configs):
+        report = _offset(progress, done, sum(planned[i + 1 :]))
+        results.append(run_simulation(traces, config, rule, report))
+        done += _spent(results[-1])
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
     if args.json:
@@ -306,6 +328,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_sweep(results, traces[0]))
     if not args.json:
         print(link_text(link, results))
+    for line in notes(results, lambda r: f"W = {r.config.workers}"):
+        print(line, file=sys.stderr if args.json else sys.stdout)
     if args.phases and not args.json:
         for result in results:
             print("\n".join(format_phases(result)))
@@ -345,15 +369,19 @@ def _check_writable(path: Path, force: bool) -> None:
         ) from err
 
 
-def _work(config: SimulationConfig) -> int:
-    """Worker-steps a config simulates (progress units)."""
-    runs = config.replication_count * (2 if config.policy_name == HYBRID else 1)
-    return config.workers * config.steps * runs
+def _spent(result: SimulationResult) -> int:
+    """Worker-steps behind ``result`` (progress units): every run of the stopping rule."""
+    if result.stopping is not None:
+        return result.stopping.worker_steps
+    return worker_steps(result.config)
 
 
-def _offset(progress: Progress, offset: int, total: int) -> Callable[[int, int], None]:
-    def report(done: int, _total: int) -> None:
-        progress(offset + done, total)
+def _offset(progress: Progress, offset: int, later: int) -> Callable[[int, int], None]:
+    """Progress of one point of a sweep: ``offset`` worker-steps before it, ``later`` planned
+    after it (the stopping rule's totals grow as it adds runs)."""
+
+    def report(done: int, total: int) -> None:
+        progress(offset + done, offset + total + later)
 
     return report
 
@@ -396,7 +424,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
         *_host_lines(c),
-        f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
+        f"run        {length_text(result)}, seed {c.seed}",
         f"throughput {est.value:.4g} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {result.steps_per_s.value:.4g} steps/s",
         *format_spread(result),
@@ -479,14 +507,17 @@ def _components(result: SimulationResult) -> list[str]:
 def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     """The table of a sweep over worker counts."""
     c = results[0].config
+    sized = c.warmup_steps if results[0].stopping is None else None
+    length = f"{c.steps} steps ({sized} warm-up)" if sized is not None else "steps: see column"
     head = (
         f"{trace.metadata.model_name}, {c.arch}/{c.mode}, sharing {c.policy_name}, "
-        f"{format_bandwidth(c.bandwidth_bps)}, {c.steps} steps ({c.warmup_steps} warm-up)"
+        f"{format_bandwidth(c.bandwidth_bps)}, {length}"
     )
     lines = [
         head,
         f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
         f"{'step ms':>9} {'down util':>9} {'up util':>8}"
+        + (f" {'steps':>6}" if sized is None else "")
         + ("  spread over seeds" if len(results[0].replication_steps_per_s) > 1 else ""),
     ]
     for r in results:
@@ -494,7 +525,9 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
         lines.append(
             f"{r.config.workers:>4} {r.examples_per_s.value:>11.4g} {_ci(r):>21} "
             f"{r.steps_per_s.value:>9.4g} {r.mean_step_s * 1e3:>9.3f} "
-            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}" + sweep_spread_cell(r)
+            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}"
+            + (f" {r.config.steps:>6}" if sized is None else "")
+            + sweep_spread_cell(r)
         )
     return "\n".join(lines)
 

@@ -29,6 +29,14 @@ from simcore.cli.link_options import (
     link_lines,
     link_settings,
 )
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    implied_mode,
+    length_text,
+    precision_rule,
+    run_simulation,
+)
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -40,8 +48,9 @@ from simcore.export.chrome import (
 from simcore.files import refuse_existing
 from simcore.link_settings import LinkSettings
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
-from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, MODES
+from simcore.sim.precision import PrecisionRule, stopping_note
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
@@ -49,7 +58,6 @@ from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, parse_bandwidth, parse_duration, parse_size
 
-DEFAULT_STEPS = 20
 WINDOW_STEPS = 3  # steps shown by default, from the middle of the run
 
 
@@ -66,7 +74,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--arch", choices=ARCHS, default="ps", help="parameter server or ring AllReduce (ps)"
     )
-    p.add_argument("--mode", choices=MODES, default="async", help="default async")
+    p.add_argument("--mode", choices=MODES, help="default async, and sync with --arch allreduce")
     p.add_argument(
         "--sharing",
         choices=sharing_policy_names(),
@@ -87,11 +95,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--http2-window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
     p.add_argument(
-        "--steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        help=f"steps per worker (default {DEFAULT_STEPS})",
+        "--steps", type=int, help="steps per worker (default: as many as --precision needs)"
     )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     add_replications_options(p, phases=False)
     p.add_argument(
@@ -141,24 +147,26 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--show-workers: {args.show_workers!r} must name workers 0..{workers - 1}"
         )
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps: must be >= 1, got {args.steps}")
-    if window is None and time_s is None:
-        first = min(args.steps // 2, max(0, args.steps - WINDOW_STEPS))
-        window = (first, min(args.steps, first + WINDOW_STEPS) - 1)
-    if window is not None and not 0 <= window[0] <= window[1] < args.steps:
+    rule = precision_rule(args, min_steps=1 if window is None else window[1] + 1)
+    longest = args.steps if rule is None else rule.max_steps
+    limit = "--steps" if rule is None else "--max-steps"
+    if window is not None and not 0 <= window[0] <= window[1] < longest:
         raise ConfigError(
-            f"--window: {args.window!r} must be FIRST:LAST with 0 <= FIRST <= LAST < --steps "
-            f"({args.steps})"
+            f"--window: {args.window!r} must be FIRST:LAST with 0 <= FIRST <= LAST < {limit} "
+            f"({longest})"
         )
     trace = load_trace(args.trace)
     topology = load_topology_option(args)
     link = link_settings(
         args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
     )
-    config = _config(args, workers, link, topology)
+    config = _config(args, workers, link, topology, rule)
     validate(trace, config)
-    result = simulate(trace, config)
+    result = run_simulation(trace, config, rule)
+    if window is None and time_s is None:
+        window = _middle_window(result.config.steps)
     if args.profiled:
         _profiled(args, trace, result)
     else:
@@ -183,22 +191,32 @@ def _workers(args: argparse.Namespace) -> int:
     return workers
 
 
+def _middle_window(steps: int) -> tuple[int, int]:
+    """WINDOW_STEPS steps from the middle of a run of ``steps`` steps (fewer if it is shorter)."""
+    first = min(steps // 2, max(0, steps - WINDOW_STEPS))
+    return first, min(steps, first + WINDOW_STEPS) - 1
+
+
 def _config(
-    args: argparse.Namespace, workers: int, link: LinkSettings, topology: Topology | None
+    args: argparse.Namespace,
+    workers: int,
+    link: LinkSettings,
+    topology: Topology | None,
+    rule: PrecisionRule | None,
 ) -> SimulationConfig:
-    warmup = args.steps // 5
+    steps, warmup = first_length(args, rule)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=args.mode,
+        mode=implied_mode(args.arch, args.mode),
         sharing=args.sharing,
         servers=args.servers,
         scheduler=args.scheduler,
         window_bytes=parse_size(args.http2_window, name="--http2-window"),
-        steps=args.steps,
+        steps=steps,
         warmup_steps=warmup,
-        batches=max(2, min(10, args.steps - warmup)),
+        batches=max(2, min(10, steps - warmup)),
         seed=args.seed,
         replications=replications_option(args),
         timeline=True,
@@ -249,11 +267,13 @@ def _timeline(
     if args.chrome is not None:
         _write_chrome(args, spans, trace, result, where)
     print(
-        f"simulated {c.workers} workers x {c.steps} steps: "
-        f"{result.examples_per_s.value:.4g} examples/s after {c.warmup_steps} warm-up steps"
-        + shown_seed_note(result),
+        f"simulated {c.workers} workers x {length_text(result)}: "
+        f"{result.examples_per_s.value:.4g} examples/s" + shown_seed_note(result),
         file=sys.stderr,
     )
+    note = stopping_note(result)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _profiled(args: argparse.Namespace, trace: Trace, result: SimulationResult) -> None:

@@ -177,6 +177,36 @@ class Timeline:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """How a run sized by the stopping rule (:mod:`simcore.sim.precision`) ended.
+
+    ``reason``: ``reached`` (the CI is within ``target``), ``cap`` (the run reached
+    ``max_steps`` short of it), ``stalled`` (a longer run did not narrow the CI: seeds that
+    disagree) or ``rounds`` (the runs allowed were spent). Precisions are relative half-widths
+    of the 95% CI of examples/s (``inf``: no interval).
+    """
+
+    reason: str
+    target: float
+    precision: float  # reached by the result's run
+    steps: int  # steps per worker of the result's run, warm-up included
+    max_steps: int  # the cap
+    rounds: int  # runs made, the pilot included
+    worker_steps: int  # simulated by all runs (every replication, both runs of a hybrid)
+    precisions: tuple[float, ...]  # of each run, in order
+    seeds: int = 1  # replications of each run: with >= 2 the CI comes from the seeds
+
+    @property
+    def reached(self) -> bool:
+        return self.reason == "reached"
+
+    @property
+    def capped(self) -> bool:
+        """True when the cap stopped the rule short of its target."""
+        return self.reason == "cap"
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     """What :func:`simcore.sim.simulate` returns.
@@ -200,6 +230,7 @@ class SimulationResult:
     components: tuple[SimulationResult, ...] = ()
     replication_examples_per_s: tuple[float, ...] = ()
     phases: tuple[ReplicationPhases, ...] = ()  # per replication, how the workers lined up
+    stopping: Stopping | None = None  # how the stopping rule sized the run; None: fixed steps
 
     @property
     def steps_spread(self) -> tuple[float, float]:
@@ -426,6 +457,7 @@ def result_to_dict(result: SimulationResult) -> dict[str, object]:
         "simulated_time_s": result.simulated_time_s,
         "wall_time_s": result.wall_time_s,
         "components": [result_to_dict(c) for c in result.components],
+        "stopping": None if result.stopping is None else asdict(result.stopping),
     }
     return _jsonable(out)  # type: ignore[return-value]
 
