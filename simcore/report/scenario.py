@@ -18,11 +18,20 @@ from typing import Any
 
 from simcore.cli.link_options import load_network_option, resolve_link
 from simcore.cli.main import OneLineErrorParser
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    notes,
+    precision_rule,
+    rule_text,
+    run_simulation,
+)
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
-from simcore.sim import SimulationConfig
+from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
+from simcore.trace.model import Trace
 from simcore.units import format_bandwidth
 
 EXIT_USAGE = 2
@@ -41,8 +50,13 @@ def scenario_parser(
     bandwidth: str | None = None,
     network: str | None = None,
     help_texts: Mapping[str, str] | None = None,
+    precision: bool = False,
 ) -> argparse.ArgumentParser:
     """The standard scenario command line; a scenario adds its own options to the result.
+
+    With ``precision`` every simulation runs until its CI is within ``--precision`` (the
+    stopping rule, :func:`simulate_point`) unless ``--steps`` fixes the length; ``steps`` and
+    ``warmup`` are then unused and ``--warmup`` defaults to a share of each run.
 
     ``bandwidth`` or ``network`` is the default link (a network profile's fitted bandwidth and
     latency); an explicit ``--bandwidth``/``--latency`` on the command line wins over it.
@@ -76,10 +90,23 @@ def scenario_parser(
             "workers", f"worker counts, e.g. 1-16 or 1,2,4,8 (default {format_workers(workers)})"
         ),
     )
-    parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
-    parser.add_argument(
-        "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
-    )
+    if precision:
+        parser.add_argument(
+            "--steps",
+            type=positive_int,
+            help="steps per worker (default: as many as --precision needs)",
+        )
+        parser.add_argument(
+            "--warmup",
+            type=nonnegative_int,
+            help="steps per worker left out (default a tenth of each run, at least 10)",
+        )
+        add_precision_options(parser)
+    else:
+        parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
+        parser.add_argument(
+            "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
+        )
     parser.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     parser.add_argument(
         "--replications",
@@ -115,16 +142,51 @@ def base_config(args: argparse.Namespace, **settings: Any) -> tuple[SimulationCo
     """The simulation settings every run of a scenario shares, from the standard options (link,
     steps, warm-up, seed) and ``settings``; and the link's label (see :func:`link_from_args`)."""
     bandwidth_bps, latency_s, label = link_from_args(args)
+    steps, warmup = args.steps, args.warmup
+    if steps is None or warmup is None:  # the stopping rule, or a default warm-up
+        steps, warmup = first_length(args, scenario_rule(args))
     config = SimulationConfig(
         bandwidth_bps=bandwidth_bps,
         latency_s=latency_s,
-        steps=args.steps,
-        warmup_steps=args.warmup,
+        steps=steps,
+        warmup_steps=warmup,
         seed=args.seed,
         replications=getattr(args, "replications", None),  # None: by mode (async: 5 seeds)
         **settings,
     )
     return config, label
+
+
+def scenario_rule(args: argparse.Namespace) -> PrecisionRule | None:
+    """The stopping rule of a scenario made with ``precision=True``; None when ``--steps`` fixes
+    the length (or the scenario has no rule)."""
+    if not hasattr(args, "precision"):
+        return None
+    return precision_rule(args)
+
+
+def simulate_point(
+    trace: Trace | Sequence[Trace], config: SimulationConfig, args: argparse.Namespace
+) -> SimulationResult:
+    """One simulation of a scenario: sized by the stopping rule, or ``config`` as it is."""
+    return run_simulation(trace, config, scenario_rule(args))
+
+
+def length_setup(args: argparse.Namespace) -> str:
+    """How long the runs are, for a scenario's setup line: ``120 steps/worker, 20 warm-up`` or
+    ``steps until the 95% CI is within 1% (cap 1000 steps)``."""
+    rule = scenario_rule(args)
+    if rule is None:
+        warmup = args.warmup
+        if warmup is None:
+            warmup = first_length(args, None)[1]
+        return f"{args.steps} steps/worker, {warmup} warm-up"
+    return rule_text(rule)
+
+
+def precision_notes(results: Sequence[SimulationResult], label: Callable[..., str]) -> str:
+    """The notes of the runs that stopped short of the target, one line each ('' if none)."""
+    return "\n".join(notes(results, label))
 
 
 class ScenarioOutput:

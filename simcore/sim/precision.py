@@ -71,8 +71,8 @@ WARMUP_FLOOR = 10  # ... but at least this many steps, and at most half of the r
 def default_warmup_steps(steps: int) -> int:
     """The warm-up of a run of ``steps`` steps per worker when none is given: a tenth of it, at
     least :data:`WARMUP_FLOOR` steps but never more than half of the run (so that a short run
-    still measures something): 1000 -> 100, 100 -> 10, 50 -> 10, 12 -> 6, 1 -> 0."""
-    return max(math.ceil(WARMUP_SHARE * steps), min(WARMUP_FLOOR, steps // 2))
+    still measures something): 1000 -> 100, 100 -> 10, 50 -> 10, 12 -> 6, 3 -> 1, 1 -> 0."""
+    return min(max(math.ceil(WARMUP_SHARE * steps), WARMUP_FLOOR), steps // 2)
 
 
 @dataclass(frozen=True)
