@@ -43,8 +43,9 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
+from simcore.report.scenario import length_setup, precision_notes, simulate_point
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationResult, simulate
+from simcore.sim import SimulationResult
 from simcore.sim.config import MODES, OVERLAPS
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     setup = (
         f"{', '.join(models)} at batch sizes "
         f"{', '.join(str(t.metadata.batch_size) for _, t in traces)}; {label}, {overlap}; one "
-        f"PS, link {link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
+        f"PS, link {link}, processor sharing; {length_setup(args)}"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(traces) * len(args.workers), 0
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     for name, trace in traces:
         points = []
         for w in args.workers:
-            points.append(simulate(trace, replace(base, workers=w)))
+            points.append(simulate_point(trace, replace(base, workers=w), args))
             done += 1
             progress(done, total)
         curves.append(BatchCurve(trace, name, tuple(points), bandwidth_bps))
@@ -251,6 +252,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     # --trace (the standard option) takes a comma-separated list here; --traces says so.
     parser.add_argument(
@@ -281,6 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + curve.table().text())
         print("\n" + summary.text())
         print("\n" + finding(curves))
+        for curve in curves:
+            notes = precision_notes(curve.points, curve.name)
+            if notes:
+                print(notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(SUMMARY_CSV_FILE, summary)
         plot(curves, out, title)

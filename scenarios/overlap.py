@@ -43,6 +43,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
+from simcore.report.scenario import length_setup, precision_notes, simulate_point
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -137,7 +138,7 @@ def run(
     setup = (
         f"{model}, {trace.param_nbytes / 2**20:.2f} MiB of parameters, "
         f"{compute_ms(trace):.1f} ms of computation per step; one PS, link {link}, processor "
-        f"sharing; {args.steps} steps/worker, {args.warmup} warm-up"
+        f"sharing; {length_setup(args)}"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(MODES) * len(OVERLAPS) * len(args.workers), 0
@@ -148,7 +149,7 @@ def run(
             by_overlap[overlap] = []
             for w in args.workers:
                 config = replace(base, workers=w, mode=mode, overlap=overlap)
-                by_overlap[overlap].append(simulate(trace, config))
+                by_overlap[overlap].append(simulate_point(trace, config, args))
                 done += 1
                 progress(done, total)
         curves.append(ModeCurves(label, tuple(by_overlap["layerwise"]), tuple(by_overlap["none"])))
@@ -288,6 +289,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -302,6 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeline = timeline_table(runs)
         print(setup)
         print(report(curves))
+        for curve in curves:
+            for kind, points in (("overlap", curve.overlap), ("strict", curve.strict)):
+                notes = precision_notes(points, f"{curve.label}, {kind}")
+                if notes:
+                    print(notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(TIMELINE_CSV_FILE, timeline)
         plot_curves(curves, out, title)

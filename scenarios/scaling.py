@@ -182,9 +182,7 @@ def report(curves: Sequence[ScalingCurve]) -> str:
         f"{best.examples_per_s.value:.2f} examples/s; {saturation_text(best_curve)}"
     )
     for curve in curves:
-        text = precision_notes(
-            curve.points, lambda r, c=curve: f"{c.label}, W = {r.config.workers}"
-        )
+        text = precision_notes(curve.points, curve.label)
         if text:
             lines.append(text)
     return "\n".join(lines)

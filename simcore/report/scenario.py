@@ -184,9 +184,10 @@ def length_setup(args: argparse.Namespace) -> str:
     return rule_text(rule)
 
 
-def precision_notes(results: Sequence[SimulationResult], label: Callable[..., str]) -> str:
-    """The notes of the runs that stopped short of the target, one line each ('' if none)."""
-    return "\n".join(notes(results, label))
+def precision_notes(results: Sequence[SimulationResult], prefix: str) -> str:
+    """The notes of the runs that stopped short of the target, one line each ('' if none),
+    each naming ``prefix, W = n``."""
+    return "\n".join(notes(results, lambda r: f"{prefix}, W = {r.config.workers}"))
 
 
 class ScenarioOutput:
