@@ -13,8 +13,9 @@ Setup
     - one parameter server behind a ``BANDWIDTH`` link shared by processor sharing, where the
       small batch is network-bound (a step's pulls take 20 ms, about twice its computation);
     - PS Async-SGD (``--mode sync`` for Sync-SGD), per-layer overlap of communication and
-      computation (``--overlap none`` for strict phases), W in ``--workers``; ``STEPS`` steps
-      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals.
+      computation (``--overlap none`` for strict phases), W in ``--workers``; each point runs
+      until its 95% CI is within ``--precision`` (1%; :mod:`simcore.sim.precision`), a tenth
+      of each run left out as warm-up; ``--steps`` fixes the length instead.
 
 Output
     A summary per batch size (computation and transfer time per step, the link's ceiling, the
@@ -54,8 +55,6 @@ NAME = "batch_size"
 TRACES = ("cnn-b8", "cnn-b32", "cnn-b64", "cnn-b128")
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
-STEPS = 300
-WARMUP_STEPS = 50
 SEED = 1
 CSV_FILE = f"{NAME}.csv"
 SUMMARY_CSV_FILE = f"{NAME}_summary.csv"
@@ -248,8 +247,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=",".join(TRACES),
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
         precision=True,

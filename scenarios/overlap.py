@@ -14,8 +14,9 @@ Setup
     - one parameter server behind a 1 Gbit/s link shared by processor sharing;
     - every W in ``--workers`` is simulated twice, with ``overlap="layerwise"`` (the trace's
       per-layer DAG) and ``overlap="none"`` (strict phases, a compile-time transform of the same
-      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; ``STEPS`` steps
-      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals;
+      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; each point
+      runs until its 95% CI is within ``--precision`` (1%; :mod:`simcore.sim.precision`), a
+      tenth of each run left out as warm-up (``--steps`` fixes the length instead);
     - one worker's timeline (two steps after the first) with and without overlap.
 
 Output
@@ -52,8 +53,6 @@ NAME = "overlap"
 TRACE = "cnn-b32"
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
-STEPS = 400
-WARMUP_STEPS = 50
 SEED = 1
 TIMELINE_STEPS = (1, 2)  # the steps drawn in the one-worker timeline (step 0 starts cold)
 CSV_FILE = f"{NAME}.csv"
@@ -285,8 +284,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
         precision=True,

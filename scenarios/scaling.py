@@ -61,8 +61,6 @@ NAME = "scaling"
 TRACE = "resnet50-b32"
 NETWORK = "veth-1gbit"
 WORKERS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16)
-STEPS = 120  # with --steps unset the stopping rule sizes each run; these are not used then
-WARMUP_STEPS = 20
 SEED = 1
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
@@ -235,8 +233,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         network=NETWORK,
         precision=True,

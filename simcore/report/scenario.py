@@ -44,8 +44,8 @@ def scenario_parser(
     *,
     trace: str,
     workers: Sequence[int],
-    steps: int,
-    warmup: int,
+    steps: int | None = None,
+    warmup: int | None = None,
     seed: int = 1,
     bandwidth: str | None = None,
     network: str | None = None,
@@ -55,8 +55,9 @@ def scenario_parser(
     """The standard scenario command line; a scenario adds its own options to the result.
 
     With ``precision`` every simulation runs until its CI is within ``--precision`` (the
-    stopping rule, :func:`simulate_point`) unless ``--steps`` fixes the length; ``steps`` and
-    ``warmup`` are then unused and ``--warmup`` defaults to a share of each run.
+    stopping rule, :func:`simulate_point`) unless ``--steps`` fixes the length, and ``--warmup``
+    defaults to a share of each run; without it, ``steps`` and ``warmup`` are the defaults of
+    ``--steps`` and ``--warmup`` (required then).
 
     ``bandwidth`` or ``network`` is the default link (a network profile's fitted bandwidth and
     latency); an explicit ``--bandwidth``/``--latency`` on the command line wins over it.
@@ -103,6 +104,8 @@ def scenario_parser(
         )
         add_precision_options(parser)
     else:
+        if steps is None or warmup is None:
+            raise ValueError("steps, warmup: needed by a scenario without the stopping rule")
         parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
         parser.add_argument(
             "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
