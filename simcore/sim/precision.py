@@ -14,11 +14,13 @@ seed, only longer):
    run's batch means, or each replication's steps, whose means then vary less):
    ``n' = n * (h / target)^2 * MARGIN``, at least ``GROWTH`` and at most ``MAX_GROWTH`` times
    the last run, at most the cap ``rule.max_steps``. Re-run.
-4. Stop after ``rule.max_rounds`` runs; at the cap; or when a longer run did not narrow the
-   interval by at least half of what ``1/sqrt(n)`` predicts (on a log scale). The last case is
-   that of Async-SGD replications whose seeds settle in different phase patterns
-   (:mod:`simcore.sim.phases`): the interval then measures the spread between seeds, which
-   longer runs do not reduce; more replications would.
+4. Stop after ``rule.max_rounds`` runs; at the cap; or when more steps will not help: a longer
+   run did not narrow the interval by at least half of what ``1/sqrt(n)`` predicts (on a log
+   scale), or, already after one run, the replications differ far more than each one's own
+   batch means say they should (:func:`seed_disagreement`). That is the case of Async-SGD
+   seeds that settle in different phase patterns (:mod:`simcore.sim.phases`): the interval
+   then measures the spread between seeds, which longer runs do not reduce; more
+   replications would.
 
 The returned result is the last run's, with :class:`~simcore.sim.results.Stopping` in its
 ``stopping`` field saying the steps used, the precision reached, and why the rule stopped.
@@ -63,6 +65,12 @@ MAX_GROWTH = 4.0
 # A longer run "helped" when its half-width shrank by at least this share of the log-shrinkage
 # 1/sqrt(n) predicts (0.5: at least sqrt of the predicted ratio).
 EXPECTED_SHRINK_SHARE = 0.5
+
+# Replications whose means differ this many times more (in variance) than each one's own batch
+# means say they should (F-like ratio; ~1 when seeds differ only by noise, 2.6 its 95th
+# percentile for 5 seeds of 10 batches) settled in different patterns: lock-step against
+# pipelined Async-SGD workers gives 15 (cnn, W = 2), while slowly drifting phases give 2-5.
+SEEDS_DISAGREE = 8.0
 
 WARMUP_SHARE = 0.1  # warm-up: a tenth of the run ...
 WARMUP_FLOOR = 10  # ... but at least this many steps, and at most half of the run
@@ -176,11 +184,27 @@ def simulate_to_precision(
         precision = relative_precision(result)
         history.append((steps - sized.warmup_steps, precision))
         reason, next_steps = _next(rule, steps, history)
+        if not reason and seed_disagreement(result) > SEEDS_DISAGREE:
+            reason = "seeds"  # seeds in different patterns: longer runs would not help
         if reason:
             return dataclasses.replace(
                 result, stopping=_stopping(rule, result, history, reason, spent)
             )
         steps = next_steps
+
+
+def seed_disagreement(result: SimulationResult) -> float:
+    """How much more the replications' examples/s differ than their own batch means say they
+    should: ``var(X_r) / mean(se_r^2)`` (0 with fewer than two replications or no standard
+    errors)."""
+    values = result.replication_examples_per_s
+    errors = result.replication_standard_errors
+    if len(values) < 2 or len(errors) != len(values) or not all(map(math.isfinite, errors)):
+        return 0.0
+    noise = sum(e * e for e in errors) / len(errors)
+    mean = sum(values) / len(values)
+    spread = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
+    return spread / noise if noise > 0 else (math.inf if spread > 0 else 0.0)
 
 
 def worker_steps(config: SimulationConfig) -> int:
@@ -279,10 +303,15 @@ def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str
             f"; the CI comes from {seeds} seeds{among}, "
             f"about {wanted} would narrow it (--replications {wanted})"
         )
-    if s.reason == "stalled":
-        why = "a longer run did not narrow the CI" + (
-            " (the seeds settle differently: --phases)" if seeds >= 2 else ""
+    if s.reason in ("stalled", "seeds"):
+        why = (
+            "a longer run did not narrow the CI"
+            if s.reason == "stalled"
+            else "the seeds differ far more than their own runs' noise explains, so longer runs "
+            "would not narrow the CI"
         )
+        if seeds >= 2:
+            why += " (they settle in different phases: --phases)"
         return f"{head}: {why}{more_seeds}; {accept}"
     longer = _longer_run(s)
     if s.reason == "cap":
