@@ -141,6 +141,18 @@ def test_seeds_that_agree_do_not_count_as_disagreeing(noisy: Trace) -> None:
 )
 def test_default_warmup_is_a_tenth_with_a_floor(steps: int, warmup: int) -> None:
     assert default_warmup_steps(steps) == warmup
+    assert default_warmup_steps(steps, 1, "async") == warmup  # one worker has nothing to spread
+
+
+@pytest.mark.parametrize(
+    ("steps", "workers", "mode", "warmup"),
+    [(100, 16, "async", 40), (100, 16, "sync", 10), (100, 2, "async", 10), (60, 16, "async", 30)],
+)
+def test_async_warmup_grows_with_the_workers(
+    steps: int, workers: int, mode: str, warmup: int
+) -> None:
+    """2.5 steps per asynchronous worker, at most half of the run."""
+    assert default_warmup_steps(steps, workers, mode) == warmup
 
 
 @pytest.mark.parametrize(("text", "value"), [("1%", 0.01), ("0.5%", 0.005), ("0.02", 0.02)])

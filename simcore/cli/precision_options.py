@@ -95,11 +95,11 @@ def precision_rule(
     )
 
 
-def fixed_warmup(args: argparse.Namespace, steps: int) -> int:
+def fixed_warmup(args: argparse.Namespace, steps: int, workers: int = 1, mode: str = "sync") -> int:
     """``--warmup`` if given, else the default share of ``steps`` (checked: < steps)."""
     warmup: int | None = getattr(args, "warmup", None)
     if warmup is None:
-        return default_warmup_steps(steps)
+        return default_warmup_steps(steps, workers, mode)
     if warmup >= steps:
         raise ConfigError(
             f"--warmup {warmup} --steps {steps}: the warm-up must be shorter than the run"
@@ -107,12 +107,15 @@ def fixed_warmup(args: argparse.Namespace, steps: int) -> int:
     return warmup
 
 
-def first_length(args: argparse.Namespace, rule: PrecisionRule | None) -> tuple[int, int]:
-    """(steps, warm-up) of the first run: ``--steps``, or the rule's pilot."""
+def first_length(
+    args: argparse.Namespace, rule: PrecisionRule | None, workers: int = 1, mode: str = "sync"
+) -> tuple[int, int]:
+    """(steps, warm-up) of the first run of ``workers`` in ``mode``: ``--steps``, or the rule's
+    pilot."""
     if rule is None:
-        return args.steps, fixed_warmup(args, args.steps)
+        return args.steps, fixed_warmup(args, args.steps, workers, mode)
     steps = rule.first_steps
-    return steps, rule.warmup_for(steps)
+    return steps, rule.warmup_for(steps, workers, mode)
 
 
 def run_simulation(

@@ -251,12 +251,13 @@ def build_config(
     (``--topology``) the host settings that the host options leave open; ``rule`` (the stopping
     rule, None with ``--steps``) the first run's length.
     """
-    steps, warmup = first_length(args, rule)
+    mode = implied_mode(args.arch, args.mode)
+    steps, warmup = first_length(args, rule, workers, mode)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=implied_mode(args.arch, args.mode),
+        mode=mode,
         sharing=args.sharing,
         steps=steps,
         warmup_steps=warmup,

@@ -204,12 +204,13 @@ def _config(
     topology: Topology | None,
     rule: PrecisionRule | None,
 ) -> SimulationConfig:
-    steps, warmup = first_length(args, rule)
+    mode = implied_mode(args.arch, args.mode)
+    steps, warmup = first_length(args, rule, workers, mode)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=implied_mode(args.arch, args.mode),
+        mode=mode,
         sharing=args.sharing,
         servers=args.servers,
         scheduler=args.scheduler,
