@@ -241,3 +241,34 @@ def test_arch_allreduce_implies_sync(
     assert main([*args, "--mode", "async", *extra]) == 2
     err = capsys.readouterr().err
     assert "--arch allreduce --mode async: ring AllReduce is synchronous" in err
+
+
+def test_advise_sizes_its_simulations_by_the_rule(
+    trace_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["advise", str(trace_file), "--machines", "3", "--bandwidth", "1Gbps", "--quiet"]
+    doc = run_json([*args, "--confirm", "2", "--precision", "5%", "--json"], capsys)
+    ranked = doc["ranked"]
+    assert isinstance(ranked, list)
+    simulated = [r["simulated_examples_per_s"] for r in ranked if r["source"] == "simulated"]
+    assert len(simulated) == 2
+    for sim in simulated:
+        stopping = sim["stopping"]
+        assert stopping["target"] == 0.05 and stopping["steps"] <= stopping["max_steps"]
+        assert stopping["reason"] != "reached" or stopping["precision"] <= 0.05
+    doc = run_json([*args, "--confirm", "1", "--steps", "40", "--json"], capsys)
+    assert isinstance(doc["ranked"], list)
+    fixed = [r["simulated_examples_per_s"] for r in doc["ranked"] if r["source"] == "simulated"]
+    assert [sim["stopping"] for sim in fixed] == [None]
+
+
+def test_a_timeline_window_past_the_pilot_lengthens_the_first_run(
+    trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "t.png"
+    args = ["timeline", str(trace_file), "--workers", "1", "--window", "150:151", "-o", str(out)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "simulated 1 workers x " in err
+    steps = int(err.split("simulated 1 workers x ")[1].split()[0])
+    assert steps >= 152 and out.exists()

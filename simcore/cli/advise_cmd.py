@@ -29,7 +29,6 @@ from simcore.cli.link_options import (
 from simcore.cli.precision_options import (
     add_precision_options,
     precision_rule,
-    rule_text,
 )
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note, advise_spread_note
@@ -243,7 +242,11 @@ def _length(args: argparse.Namespace) -> str:
     if args.steps is not None:
         return f"{args.steps} steps/worker"
     rule = precision_rule(args)
-    return rule_text(rule) + "; 'steps' gives each one's"
+    assert rule is not None
+    return (
+        f"each until its 95% CI is within {100 * rule.target:g}%, at most {rule.max_steps} "
+        "steps/worker; --json: its steps"
+    )
 
 
 def _sim_cell(r: Ranked) -> str:
