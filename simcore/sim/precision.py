@@ -49,9 +49,11 @@ __all__ = [
     "PrecisionRule",
     "default_warmup_steps",
     "relative_precision",
+    "seed_disagreement",
     "simulate_to_precision",
     "stopping_note",
     "stopping_text",
+    "worker_steps",
 ]
 
 DEFAULT_PRECISION = 0.01  # relative half-width of the 95% CI of examples/s
