@@ -30,6 +30,8 @@ from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace, save_trace
 from simcore.trace.model import Trace
 
+from scenario_support import load_scenario, read_csv
+
 
 @pytest.fixture(scope="module")
 def noisy() -> Trace:
@@ -272,3 +274,28 @@ def test_a_timeline_window_past_the_pilot_lengthens_the_first_run(
     assert "simulated 1 workers x " in err
     steps = int(err.split("simulated 1 workers x ")[1].split()[0])
     assert steps >= 152 and out.exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "timeline", "advise"])
+def test_help_shows_the_precision_options(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--precision" in out and "95% CI of examples/s" in out and "(default 1%)" in out
+    assert "--max-steps" in out
+
+
+def test_the_scaling_scenario_runs_to_precision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = load_scenario("scaling")
+    args = ["--trace", "cnn-b32", "--workers", "1,2", "--precision", "5%", "--max-steps", "60"]
+    assert scenario.main([*args, "--quiet", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "steps until the 95% CI is within 5% (cap 60 steps)" in out
+    rows = read_csv(tmp_path / "scaling.csv")
+    assert rows and all(2 <= int(r["steps"]) <= 60 for r in rows)
+    with pytest.raises(SystemExit) as exit_info:
+        scenario.main(["--help"])
+    assert exit_info.value.code == 0 and "--precision" in capsys.readouterr().out

@@ -25,18 +25,16 @@ from simcore.sim.precision import (
 )
 from simcore.trace.model import Trace
 
+# argparse formats help texts with %: a literal percent sign is written %%
 PRECISION_HELP = (
-    "stop when the 95%% CI of examples/s is within this share of it (default %s); "
-    "--steps N fixes the length instead"
+    "stop when the 95%% CI of examples/s is within this share of it, e.g. 0.5%% (default "
+    f"{100 * DEFAULT_PRECISION:g}%%); --steps N fixes the length instead"
 )
 
 
 def add_precision_options(parser: Any) -> None:
     """``--precision`` (e.g. ``1%``) and ``--max-steps`` (the cap, steps per worker)."""
-    parser.add_argument(
-        "--precision",
-        help=PRECISION_HELP % f"{100 * DEFAULT_PRECISION:g}%%",
-    )
+    parser.add_argument("--precision", help=PRECISION_HELP)
     parser.add_argument(
         "--max-steps",
         type=int,

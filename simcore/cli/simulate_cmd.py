@@ -113,7 +113,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--warmup",
         type=int,
-        help="warm-up steps left out (default a tenth of the run, at least 10 or half of it)",
+        help="warm-up steps left out (default: a tenth of the run, at least 10 steps, or 2.5 "
+        "per worker for async; at most half of the run)",
     )
     add_precision_options(p)
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
