@@ -15,6 +15,7 @@ import pytest
 from simcore.cli.main import main
 from simcore.cli.precision_options import implied_mode, parse_precision
 from simcore.errors import ConfigError
+from simcore.report.scenario import precision_notes
 from simcore.sim import PrecisionRule, SimulationConfig, simulate, simulate_to_precision
 from simcore.sim.precision import (
     MARGIN,
@@ -299,3 +300,18 @@ def test_the_scaling_scenario_runs_to_precision(
     with pytest.raises(SystemExit) as exit_info:
         scenario.main(["--help"])
     assert exit_info.value.code == 0 and "--precision" in capsys.readouterr().out
+
+
+def test_a_scenario_sums_up_many_notes_in_one_line(noisy: Trace) -> None:
+    """Three points short of an unreachable target: one line naming them and the widest."""
+    rule = PrecisionRule(target=0.0001, pilot_steps=20, max_steps=30)
+    results = [
+        simulate_to_precision(noisy, SimulationConfig(workers=w, bandwidth_bps=1e9), rule)
+        for w in (1, 2, 3)
+    ]
+    text = precision_notes(results, "PS Async-SGD")
+    assert text.count("\n") == 0
+    assert text.startswith("note: PS Async-SGD: W = 1, 2, 3 stopped short of the 0.01% target")
+    widest = max(results, key=lambda r: r.stopping.precision if r.stopping else 0.0)
+    assert text.endswith(stopping_note(widest))
+    assert precision_notes(results[:2], "x").count("\n") == 1  # two: each on its line

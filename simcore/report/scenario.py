@@ -31,6 +31,7 @@ from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
 from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
+from simcore.sim.precision import stopping_note
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth
 
@@ -189,9 +190,19 @@ def length_setup(args: argparse.Namespace) -> str:
 
 
 def precision_notes(results: Sequence[SimulationResult], prefix: str) -> str:
-    """The notes of the runs that stopped short of the target, one line each ('' if none),
-    each naming ``prefix, W = n``."""
-    return "\n".join(notes(results, lambda r: f"{prefix}, W = {r.config.workers}"))
+    """The runs that stopped short of the target, as ``note: PREFIX, W = n: ...`` lines ('' if
+    none); more than two become one line naming them and the widest one's note."""
+    lines = notes(results, lambda r: f"{prefix}, W = {r.config.workers}")
+    if len(lines) <= 2:
+        return "\n".join(lines)
+    short = [r for r in results if r.stopping is not None and not r.stopping.reached]
+    widest = max(short, key=lambda r: r.stopping.precision if r.stopping else 0.0)
+    target = 100 * (widest.stopping.target if widest.stopping else 0.0)
+    workers = ", ".join(str(r.config.workers) for r in short)
+    return (
+        f"note: {prefix}: W = {workers} stopped short of the {target:g}% target (their CIs are "
+        f"in the table); the widest, W = {widest.config.workers}: {stopping_note(widest)}"
+    )
 
 
 class ScenarioOutput:
