@@ -15,9 +15,8 @@ Setup
       it between them);
     - placements: one server; two with ``placement="greedy"``; two with an explicit mapping,
       the best 2-way partition of the layers' bytes (subset sum, exact to 1/65536 of the model);
-    - Async-SGD and Sync-SGD, W in ``--workers``; each point runs until its 95% CI is
-      within ``--precision`` (1%; :mod:`simcore.sim.precision`), a tenth of each run left out
-      as warm-up; ``--steps`` fixes the length instead.
+    - Async-SGD and Sync-SGD, W in ``--workers``; ``STEPS`` steps per worker, the first
+      ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals.
     - ``--trace cnn-b32 --bandwidth 1Gbps`` shows the VGG-11 case of ICPE'20 Fig. 25(h): one layer
       holds 84% of the bytes, no split of whole layers balances it, a second server adds 10-20%.
 
@@ -47,8 +46,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_point
-from simcore.sim import SimulationResult
+from simcore.sim import SimulationResult, simulate
 from simcore.sim.dag import assign_servers
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -57,6 +55,8 @@ NAME = "two_servers"
 TRACE = "resnet18-b32"
 BANDWIDTH = "500Mbps"
 WORKERS = (1, 2, 4, 6, 8, 12, 16)
+STEPS = 100
+WARMUP_STEPS = 20
 SEED = 1
 PARTITION_UNITS = 65536  # the subset-sum grid: bytes are rounded to 1/65536 of the model
 CSV_FILE = f"{NAME}.csv"
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> tuple[list[Curve], Table, str, str]:
     setup = (
         f"{model}, {trace.param_nbytes / MIB:.2f} MiB of parameters in "
         f"{sum(1 for la in trace.layers if la.param_nbytes)} layers; each server's link "
-        f"{link}, processor sharing; {length_setup(args)}"
+        f"{link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(MODES) * len(options) * len(args.workers), 0
@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> tuple[list[Curve], Table, str, str]:
                     servers=option.servers,
                     placement=option.placement,
                 )
-                points.append(simulate_point(trace, config, args))
+                points.append(simulate(trace, config))
                 done += 1
                 progress(done, total)
             bound = link_bound(trace, option, bandwidth_bps, mode)
@@ -292,9 +292,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
+        steps=STEPS,
+        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
-        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -311,10 +312,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for table in tables:
             print("\n" + table.text())
         print("\n" + finding(curves, split))
-        for curve in curves:
-            notes = precision_notes(curve.points, f"{curve.mode}, {curve.placement.label}")
-            if notes:
-                print(notes)
         out.write_csv(CSV_FILE, tables)
         out.write_csv(BYTES_CSV_FILE, split)
         plot(curves, out, title)
