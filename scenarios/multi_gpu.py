@@ -48,13 +48,11 @@ from simcore.analytic import (
     predict_sync,
     worker_type_from_trace,
 )
-from simcore.cli.precision_options import first_length
 from simcore.cli.progress import Progress
 from simcore.plots import new_figure, save_figure
 from simcore.report import Column, ScenarioOutput, Table, run_scenario, scenario_parser
 from simcore.report.architectures import DATA_PARALLEL, Architecture
-from simcore.report.scenario import length_setup, precision_notes, scenario_rule, simulate_point
-from simcore.sim import Estimate, SimulationConfig
+from simcore.sim import Estimate, SimulationConfig, simulate
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
@@ -64,6 +62,8 @@ NAME = "multi_gpu"
 TRACE = "resnet50-b32"
 TOPOLOGY = "aws-p3.16xlarge"
 HOSTS = (1, 2, 3, 4, 6, 8)
+STEPS = 60
+WARMUP_STEPS = 10
 SEED = 1
 SPEED = 80.0  # the CPU-profiled computation / SPEED is about a V100's
 CSV_FILE = f"{NAME}.csv"
@@ -112,9 +112,8 @@ def half_width(est: Estimate) -> float | None:
     return est.half_width
 
 
-def run(args: argparse.Namespace) -> tuple[list[Table], str, list[str]]:
-    """Simulate every architecture, host count and cap setting; returns tables, a setup line
-    and the notes of runs that stopped short of the target precision."""
+def run(args: argparse.Namespace) -> tuple[list[Table], str]:
+    """Simulate every architecture, host count and cap setting; returns tables and a setup line."""
     trace = with_faster_computation(load_trace(args.trace), args.speed)
     host_type = load_topology(args.topology)
     device = worker_type_from_trace(trace)
@@ -123,12 +122,11 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str, list[str]]:
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters, computation / {args.speed:g} "
         f"({(device.forward_s + device.backward_s) * 1e3:.0f} ms per step); hosts: "
         f"{host_type.summary().split(', ', 1)[1]}; overlap {args.overlap}; "
-        f"{length_setup(args)}"
+        f"{args.steps} steps/host, {args.warmup} warm-up"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(ARCHITECTURES) * len(args.workers) * 2, 0
     tables = []
-    notes: list[str] = []
     for arch in ARCHITECTURES:
         table = Table(arch.label, COLUMNS)
         for hosts in args.workers:
@@ -136,23 +134,17 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str, list[str]]:
             results: dict[bool, Estimate] = {}
             for capped in (True, False):
                 cluster = topo if capped else dataclasses.replace(topo, flow_cap_bps=None)
-                steps, warmup = first_length(args, scenario_rule(args), hosts, arch.mode)
                 base = SimulationConfig(
                     workers=hosts,
                     arch=arch.arch,
                     mode=arch.mode,
-                    steps=steps,
-                    warmup_steps=warmup,
+                    steps=args.steps,
+                    warmup_steps=args.warmup,
                     seed=args.seed,
                     replications=args.replications,  # None: by mode (async: several seeds)
                     overlap=args.overlap,
                 )
-                result = simulate_point(trace, cluster.simulation_config(base), args)
-                results[capped] = result.examples_per_s
-                label = f"{arch.label}, {'capped' if capped else 'no cap'}"
-                note = precision_notes([result], label)
-                if note:
-                    notes.append(note)
+                results[capped] = simulate(trace, cluster.simulation_config(base)).examples_per_s
                 done += 1
                 progress(done, total)
             coarse = coarse_examples_per_s(device, arch, topo, args.overlap)
@@ -168,7 +160,7 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str, list[str]]:
                 flow_gbps=flow_rate_bps(arch, topo, capped=True) / 1e9,
             )
         tables.append(table)
-    return tables, setup, notes
+    return tables, setup
 
 
 def finding(tables: Sequence[Table], nic_gbps: float, cap_gbps: float) -> str:
@@ -232,7 +224,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=HOSTS,
-        precision=True,
+        steps=STEPS,
+        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth="25Gbps",
     )
@@ -259,15 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> None:
         out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
-        tables, setup, notes = run(args)
+        tables, setup = run(args)
         host_type = load_topology(args.topology)
         print(setup)
         for table in tables:
             print("\n" + table.text())
         cap_bps = host_type.flow_cap_bps or float("inf")
         print("\n" + finding(tables, host_type.nic_bandwidth_bps / 1e9, cap_bps / 1e9))
-        if notes:
-            print("\n".join(notes))
         out.write_csv(CSV_FILE, tables)
         title = (
             f"{setup.split(',')[0]}, batch/device as profiled, on {args.topology} hosts (predicted)"
