@@ -13,9 +13,8 @@ Setup
     - one parameter server behind a ``BANDWIDTH`` link shared by processor sharing, where the
       small batch is network-bound (a step's pulls take 20 ms, about twice its computation);
     - PS Async-SGD (``--mode sync`` for Sync-SGD), per-layer overlap of communication and
-      computation (``--overlap none`` for strict phases), W in ``--workers``; each point runs
-      until its 95% CI is within ``--precision`` (1%; :mod:`simcore.sim.precision`), a tenth
-      of each run left out as warm-up; ``--steps`` fixes the length instead.
+      computation (``--overlap none`` for strict phases), W in ``--workers``; ``STEPS`` steps
+      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals.
 
 Output
     A summary per batch size (computation and transfer time per step, the link's ceiling, the
@@ -44,9 +43,8 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_point
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationResult
+from simcore.sim import SimulationResult, simulate
 from simcore.sim.config import MODES, OVERLAPS
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -55,6 +53,8 @@ NAME = "batch_size"
 TRACES = ("cnn-b8", "cnn-b32", "cnn-b64", "cnn-b128")
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
+STEPS = 300
+WARMUP_STEPS = 50
 SEED = 1
 CSV_FILE = f"{NAME}.csv"
 SUMMARY_CSV_FILE = f"{NAME}_summary.csv"
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     setup = (
         f"{', '.join(models)} at batch sizes "
         f"{', '.join(str(t.metadata.batch_size) for _, t in traces)}; {label}, {overlap}; one "
-        f"PS, link {link}, processor sharing; {length_setup(args)}"
+        f"PS, link {link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(traces) * len(args.workers), 0
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     for name, trace in traces:
         points = []
         for w in args.workers:
-            points.append(simulate_point(trace, replace(base, workers=w), args))
+            points.append(simulate(trace, replace(base, workers=w)))
             done += 1
             progress(done, total)
         curves.append(BatchCurve(trace, name, tuple(points), bandwidth_bps))
@@ -247,9 +247,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=",".join(TRACES),
         workers=WORKERS,
+        steps=STEPS,
+        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
-        precision=True,
     )
     # --trace (the standard option) takes a comma-separated list here; --traces says so.
     parser.add_argument(
@@ -280,10 +281,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + curve.table().text())
         print("\n" + summary.text())
         print("\n" + finding(curves))
-        for curve in curves:
-            notes = precision_notes(curve.points, curve.name)
-            if notes:
-                print(notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(SUMMARY_CSV_FILE, summary)
         plot(curves, out, title)

@@ -14,9 +14,8 @@ Setup
     - one parameter server behind a 1 Gbit/s link shared by processor sharing;
     - every W in ``--workers`` is simulated twice, with ``overlap="layerwise"`` (the trace's
       per-layer DAG) and ``overlap="none"`` (strict phases, a compile-time transform of the same
-      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; each point
-      runs until its 95% CI is within ``--precision`` (1%; :mod:`simcore.sim.precision`), a
-      tenth of each run left out as warm-up (``--steps`` fixes the length instead);
+      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; ``STEPS`` steps
+      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals;
     - one worker's timeline (two steps after the first) with and without overlap.
 
 Output
@@ -44,7 +43,6 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_point
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -53,6 +51,8 @@ NAME = "overlap"
 TRACE = "cnn-b32"
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
+STEPS = 400
+WARMUP_STEPS = 50
 SEED = 1
 TIMELINE_STEPS = (1, 2)  # the steps drawn in the one-worker timeline (step 0 starts cold)
 CSV_FILE = f"{NAME}.csv"
@@ -137,7 +137,7 @@ def run(
     setup = (
         f"{model}, {trace.param_nbytes / 2**20:.2f} MiB of parameters, "
         f"{compute_ms(trace):.1f} ms of computation per step; one PS, link {link}, processor "
-        f"sharing; {length_setup(args)}"
+        f"sharing; {args.steps} steps/worker, {args.warmup} warm-up"
     )
     progress = Progress("simulating", enabled=not args.quiet)
     total, done = len(MODES) * len(OVERLAPS) * len(args.workers), 0
@@ -148,7 +148,7 @@ def run(
             by_overlap[overlap] = []
             for w in args.workers:
                 config = replace(base, workers=w, mode=mode, overlap=overlap)
-                by_overlap[overlap].append(simulate_point(trace, config, args))
+                by_overlap[overlap].append(simulate(trace, config))
                 done += 1
                 progress(done, total)
         curves.append(ModeCurves(label, tuple(by_overlap["layerwise"]), tuple(by_overlap["none"])))
@@ -284,9 +284,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
+        steps=STEPS,
+        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
-        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -301,11 +302,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeline = timeline_table(runs)
         print(setup)
         print(report(curves))
-        for curve in curves:
-            for kind, points in (("overlap", curve.overlap), ("strict", curve.strict)):
-                notes = precision_notes(points, f"{curve.label}, {kind}")
-                if notes:
-                    print(notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(TIMELINE_CSV_FILE, timeline)
         plot_curves(curves, out, title)
