@@ -13,8 +13,11 @@ Setup
       is the server's link, with ring AllReduce every worker's link;
     - W = 1..16 workers; one parameter server whose link is shared by processor sharing
       (``--sharing fcfs`` for first-come-first-served);
-    - each simulation runs ``STEPS`` steps per worker and leaves the first ``WARMUP_STEPS`` out;
-      throughput carries a 95% batch-means confidence interval. Beside each simulated point, the
+    - each simulation runs until the 95% confidence interval of its throughput is within 1%
+      (``--precision``; at most 1000 steps per worker, ``--max-steps``; the stopping rule of
+      :mod:`simcore.sim.precision`), a tenth of each run left out as warm-up; ``--steps`` fixes
+      the length instead. The interval comes from batch means, or for Async-SGD with W >= 2
+      from 5 seeds. Beside each simulated point, the
       coarse-grained model of TPDS'22 at the same settings: its variants with overlap of
       communication and computation for the parameter server (Eq. 6, mean value analysis, for
       Async-SGD; Eq. 10 for Sync-SGD), since the simulator overlaps per layer too, and Eq. 11
@@ -49,8 +52,9 @@ from simcore.report import (
     scenario_parser,
 )
 from simcore.report.architectures import DATA_PARALLEL, Architecture
+from simcore.report.scenario import length_setup, precision_notes, simulate_point
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationResult, simulate
+from simcore.sim import SimulationResult
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_number
@@ -59,8 +63,6 @@ NAME = "scaling"
 TRACE = "resnet50-b32"
 NETWORK = "veth-1gbit"
 WORKERS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16)
-STEPS = 120
-WARMUP_STEPS = 20
 SEED = 1
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
@@ -73,6 +75,7 @@ COLUMNS = (
     *estimate_columns(),
     Column("per_worker", "per worker"),
     Column("coarse_examples_per_s", "coarse model"),
+    Column("steps", "steps", "{}"),
 )
 
 
@@ -109,6 +112,7 @@ class ScalingCurve:
                 **estimate_cells(est),
                 per_worker=est.value / p.config.workers,
                 coarse_examples_per_s=coarse,
+                steps=p.config.steps,
             )
         return table
 
@@ -137,8 +141,7 @@ def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
     setup = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; link {link}; PS links shared by "
-        f"{'processor sharing' if args.sharing == 'ps' else 'FCFS'}; "
-        f"{args.steps} steps/worker, {args.warmup} warm-up"
+        f"{'processor sharing' if args.sharing == 'ps' else 'FCFS'}; {length_setup(args)}"
     )
     progress = Progress("simulating", "simulations", enabled=not args.quiet)
     total, done = len(ARCHITECTURES) * len(args.workers), 0
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
         sharing = args.sharing if arch.arch == "ps" else None
         for w in args.workers:
             config = replace(base, workers=w, arch=arch.arch, mode=arch.mode, sharing=sharing)
-            points.append(simulate(trace, config))
+            points.append(simulate_point(trace, config, args))
             coarse.append(coarse_examples_per_s(trace, arch, w, bandwidth_bps))
             done += 1
             progress(done, total)
@@ -181,6 +184,10 @@ def report(curves: Sequence[ScalingCurve]) -> str:
             f"examples/s with W = {best.config.workers}, and {saturation_text(best_curve)}."
         )
     )
+    for curve in curves:
+        text = precision_notes(curve.points, curve.label)
+        if text:
+            lines.append(text)
     return "\n".join(lines)
 
 
@@ -231,10 +238,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         network=NETWORK,
+        precision=True,
     )
     parser.add_argument(
         "--sharing",

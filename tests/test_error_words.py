@@ -41,7 +41,7 @@ CASES: list[tuple[list[str], str]] = [
             (["--servers", "-2"], "--servers"),
             (["--replications", "0"], "--replications"),
             (["--seed", "-1"], "--seed"),
-            (["--arch", "allreduce"], "--mode"),
+            (["--arch", "allreduce", "--mode", "async"], "--mode"),
             (["--arch", "allreduce", "--mode", "sync", "--servers", "2"], "--servers"),
             (
                 ["--arch", "allreduce", "--mode", "sync", "--flow-weight-cv", "0.3"],

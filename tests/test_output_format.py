@@ -262,7 +262,7 @@ def raise_on_call(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, n: in
 def test_ctrl_c_in_a_sweep_keeps_the_finished_points(
     fmt: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raise_on_call(monkeypatch, simulate_module, "simulate", 3)
+    raise_on_call(monkeypatch, simulate_module, "run_simulation", 3)
     argv = ["simulate", "cnn-b32", "--workers", "1-4", *FAST, *([fmt] if fmt else [])]
     code, out, err = run(argv, capsys)
     assert code == 130
@@ -280,7 +280,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_points(
 def test_ctrl_c_before_any_point_finished_is_a_plain_interrupt(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raise_on_call(monkeypatch, simulate_module, "simulate", 1)
+    raise_on_call(monkeypatch, simulate_module, "run_simulation", 1)
     code, out, err = run(["simulate", "cnn-b32", "--workers", "1-4", *FAST, "--json"], capsys)
     assert (code, out, err) == (130, "", "sgdsim: interrupted\n")
 

@@ -101,9 +101,9 @@ def test_timeline_is_written_and_never_overwritten_silently(
         (["--workers", "two"], "--workers: 'two' is not a count"),
         (["--bandwidth", "10"], "--bandwidth: '10' is not a bandwidth"),
         (["--bandwidth", "0Gbps"], "--bandwidth: '0Gbps' must be > 0"),
-        (["--steps", "10", "--warmup", "10"], "--steps: must be greater than --warmup (10)"),
+        (["--steps", "10", "--warmup", "10"], "--warmup 10 --steps 10: the warm-up must be"),
         (["--workers", "1-3", "--timeline", "x.json"], "--timeline: needs a single worker"),
-        (["--arch", "allreduce"], "mode: ring AllReduce is synchronous"),
+        (["--arch", "allreduce", "--mode", "async"], "--arch allreduce --mode async: ring"),
         (["--speed", "1,2", "--workers", "3"], "--speed: needs one value per worker"),
         (["--placement", "nowhere"], "--placement: 'nowhere' is not greedy"),
         (["--comm-cpu", "40"], "--comm-cpu: the transfers' CPU cost needs --host-cores"),
@@ -156,7 +156,7 @@ def test_unwritable_timeline_fails_before_simulating(
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("must not simulate")
 
-    monkeypatch.setattr("simcore.cli.simulate_cmd.simulate", boom)
+    monkeypatch.setattr("simcore.cli.simulate_cmd.run_simulation", boom)
     target = tmp_path if where == "directory" else trace_file / "timeline.json"
     args = ["simulate", str(trace_file), "--timeline", str(target), "--force", *FAST]
     assert main(args) == 1

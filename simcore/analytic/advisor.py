@@ -64,7 +64,16 @@ from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worke
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
 from simcore.saturation import saturation_point
-from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim import (
+    Estimate,
+    PrecisionRule,
+    SimulationConfig,
+    SimulationResult,
+    Stopping,
+    simulate,
+    simulate_to_precision,
+    validate,
+)
 from simcore.sim.dag import assign_servers
 from simcore.trace.model import Trace
 
@@ -174,6 +183,7 @@ class Ranked:
     simulated: Estimate | None
     cost_per_million_examples: float | None
     simulated_spread: tuple[float, float] | None = None  # min, max examples/s over seeds
+    stopping: Stopping | None = None  # how the stopping rule sized the simulation
 
     @property
     def examples_per_s(self) -> float:
@@ -379,6 +389,7 @@ def advise(
     flow_cap_bps: float | None = None,
     replications: int | None = None,
     configure: Callable[[SimulationConfig], SimulationConfig] | None = None,
+    precision: PrecisionRule | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -404,6 +415,8 @@ def advise(
     configure : applied to each confirming simulation's configuration, e.g. a link's measured
         effects (:meth:`simcore.link_settings.LinkSettings.apply`); the analytic ranking has
         none of them.
+    precision : the stopping rule (:mod:`simcore.sim.precision`) that sizes each confirming
+        simulation instead of ``sim_steps``; None: ``sim_steps`` steps each.
 
     Returns
     -------
@@ -440,7 +453,7 @@ def advise(
     configs = [
         c.sim_config(
             bandwidth_bps,
-            steps=sim_steps,
+            steps=sim_steps if precision is None else precision.first_steps,
             seed=seed,
             latency_s=latency_s,
             intra_bandwidth_bps=intra_bandwidth_bps if c.devices_per_host > 1 else None,
@@ -451,7 +464,7 @@ def advise(
     ]
     if configure is not None:
         configs = [configure(config) for config in configs]
-    simulated, interrupted = _simulate_all(trace, top, configs, progress)
+    simulated, interrupted = _simulate_all(trace, top, configs, progress, precision)
     ranked = [_ranked(c, analytic[c], simulated.get(c), price_per_machine_hour) for c in pool]
     # Simulated candidates first: a simulated and an analytic figure are not of one kind (the
     # analytic models leave out latency, flow weights, step-time variation), so never interleaved.
@@ -481,7 +494,8 @@ def _ranked(
     spread = None
     if result is not None and len(result.replication_examples_per_s) > 1:
         spread = result.examples_spread
-    return Ranked(candidate, analytic, simulated, cost, spread)
+    stopping = None if result is None else result.stopping
+    return Ranked(candidate, analytic, simulated, cost, spread, stopping)
 
 
 def _work(config: SimulationConfig) -> int:
@@ -495,30 +509,40 @@ def _simulate_all(
     top: Sequence[Candidate],
     configs: Sequence[SimulationConfig],
     progress: Progress | None,
+    precision: PrecisionRule | None = None,
 ) -> tuple[dict[Candidate, SimulationResult], bool]:
-    """Simulate each candidate (all validated first); progress counts worker-steps of all.
+    """Simulate each candidate (all validated first); progress counts worker-steps of all (the
+    stopping rule's totals grow as it adds runs).
 
     Ctrl-C (KeyboardInterrupt) stops the simulations and keeps those that finished; the second
     value says it happened. The analytic ranking is complete either way.
     """
     for config in configs:
         validate(trace, config)
-    total = sum(_work(c) for c in configs)
+    planned = [_work(c) for c in configs]
     out: dict[Candidate, SimulationResult] = {}
     done = 0
     try:
-        for candidate, config in zip(top, configs, strict=True):
-            report = None if progress is None else _offset(progress, done, total)
-            out[candidate] = simulate(trace, config, progress=report)
-            done += _work(config)
+        for i, (candidate, config) in enumerate(zip(top, configs, strict=True)):
+            later = sum(planned[i + 1 :])
+            report = None if progress is None else _offset(progress, done, later)
+            if precision is None:
+                out[candidate] = simulate(trace, config, progress=report)
+                done += _work(config)
+            else:
+                result = simulate_to_precision(trace, config, precision, progress=report)
+                out[candidate] = result
+                done += result.stopping.worker_steps if result.stopping else _work(config)
     except KeyboardInterrupt:
         return out, True
     return out, False
 
 
-def _offset(progress: Progress, offset: int, total: int) -> Progress:
-    def report(done: int, _total: int) -> None:
-        progress(offset + done, total)
+def _offset(progress: Progress, offset: int, later: int) -> Progress:
+    """One simulation's progress: ``offset`` worker-steps before it, ``later`` planned after."""
+
+    def report(done: int, total: int) -> None:
+        progress(offset + done, offset + total + later)
 
     return report
 

@@ -8,6 +8,8 @@ AllReduce at every worker count that fits, by the analytic models, then simulate
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import asdict
 from typing import Any
 
 from simcore.analytic.advisor import (
@@ -32,12 +34,17 @@ from simcore.cli.output_options import (
     interrupted_note,
     print_csv,
 )
+from simcore.cli.precision_options import (
+    add_precision_options,
+    precision_rule,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
 from simcore.report.output import print_json
 from simcore.saturation import SATURATION_SHARE
+from simcore.sim.precision import stopping_text
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_number, parse_bandwidth
@@ -78,9 +85,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=DEFAULT_SIM_STEPS,
-        help=f"steps per worker per simulation (default {DEFAULT_SIM_STEPS})",
+        help="steps per worker per simulation (default: as many as --precision needs)",
     )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
     add_replications_options(p, phases=False)
     add_output_options(p)
@@ -104,13 +111,14 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     quiet = args.quiet or args.json or args.csv
     progress = Progress("simulate", "worker-steps", enabled=not quiet)
+    rule = precision_rule(args)
     advice = advise(
         trace,
         args.machines,
         bandwidth_bps,
         price_per_machine_hour=args.price,
         confirm_top=args.confirm,
-        sim_steps=args.steps,
+        sim_steps=DEFAULT_SIM_STEPS if args.steps is None else args.steps,
         seed=args.seed,
         latency_s=latency_s,
         progress=progress,
@@ -119,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         flow_cap_bps=_optional_bandwidth(args.flow_cap, "--flow-cap"),
         replications=args.replications,
         configure=lambda config: link.apply(config, strict=False),
+        precision=rule,
     )
     check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
@@ -131,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_advice(advice, trace, args, where))
         print("\n".join(advice_link_lines(link)))
+    for r in advice.ranked:
+        note = "" if r.stopping is None else stopping_text(r.stopping, r.simulated_spread)
+        if note:
+            print(f"note: {r.candidate.label}: {note}", file=sys.stderr if quiet else None)
     if advice.interrupted:
         confirming = min(args.confirm, len(advice.ranked))
         interrupted_note("advise", len(advice.simulated), confirming, "confirming simulations")
@@ -201,6 +214,7 @@ def _row(rank: int, r: Ranked) -> dict[str, Any]:
             "ci_low": sim.ci_low,
             "ci_high": sim.ci_high,
             "spread": None if r.simulated_spread is None else list(r.simulated_spread),
+            "stopping": None if r.stopping is None else asdict(r.stopping),
         },
         "examples_per_s": r.examples_per_s,
         "source": r.source,
@@ -229,6 +243,18 @@ def advice_to_dict(
         ],
         "simulated": [c.label for c in advice.simulated],
     }
+
+
+def _length(args: argparse.Namespace) -> str:
+    """How long each confirming simulation ran: ``--steps``, or the stopping rule."""
+    if args.steps is not None:
+        return f"{args.steps} steps/worker"
+    rule = precision_rule(args)
+    assert rule is not None
+    return (
+        f"each until its 95% CI is within {100 * rule.target:g}%, at most {rule.max_steps} "
+        "steps/worker; --json: its steps"
+    )
 
 
 def _sim_cell(r: Ranked) -> str:
@@ -295,7 +321,7 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"parameters; budget {advice.machines} machines, "
         f"{format_bandwidth(advice.bandwidth_bps)} each{where}",
         f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
-        f"{len(advice.simulated)} simulated ({args.steps} steps/worker, seed {args.seed}"
+        f"{len(advice.simulated)} simulated ({_length(args)}, seed {args.seed}"
         f"{advise_seeds_note(args)})",
         "ranked: the simulated configurations first, by simulated examples/s; then the others "
         "by analytic examples/s (column 'by')",

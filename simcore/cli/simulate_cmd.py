@@ -37,6 +37,15 @@ from simcore.cli.output_options import (
     simulate_csv_rows,
     simulation_points,
 )
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    implied_mode,
+    length_text,
+    notes,
+    precision_rule,
+    run_simulation,
+)
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
     add_replications_options,
@@ -50,8 +59,9 @@ from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import check_output, read_json_file
 from simcore.link_settings import LinkSettings
 from simcore.report.output import print_json
-from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.precision import PrecisionRule, worker_steps
 from simcore.sim.preflight import check_memory
 from simcore.sim.results import timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
@@ -105,8 +115,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--mode",
         choices=MODES,
-        default="async",
-        help="Async-SGD or Sync-SGD (a barrier after each step; default async)",
+        help="Async-SGD or Sync-SGD (a barrier after each step; default async, and sync with "
+        "--arch allreduce)",
     )
     p.add_argument(
         "--sharing",
@@ -114,8 +124,16 @@ def register(subparsers: Any) -> None:
         default=None,
         help="link sharing (default: ps, or allreduce for --arch allreduce)",
     )
-    p.add_argument("--steps", type=int, default=1000, help="steps per worker (default 1000)")
-    p.add_argument("--warmup", type=int, default=50, help="warm-up steps left out (default 50)")
+    p.add_argument(
+        "--steps", type=int, help="steps per worker (default: as many as --precision needs)"
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="warm-up steps left out (default: a tenth of the run, at least 10 steps, or 2.5 "
+        "per worker for async; at most half of the run)",
+    )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     add_replications_options(p)
     p.add_argument(
@@ -283,23 +301,27 @@ def build_config(
     workers: int,
     link: LinkSettings,
     topology: Topology | None = None,
+    rule: PrecisionRule | None = None,
 ) -> SimulationConfig:
     """The SimulationConfig the arguments describe, for ``workers`` workers (or hosts).
 
     ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
-    (``--topology``) the host settings that the host options leave open.
+    (``--topology``) the host settings that the host options leave open; ``rule`` (the stopping
+    rule, None with ``--steps``) the first run's length.
     """
     parse_alpha = parse_alpha_option(args.parse_alpha)[0]
     window, window_option = http2_window_option(args)
     check_range("--jitter-cv", args.jitter_cv, 0, MAX_JITTER_CV)
+    mode = implied_mode(args.arch, args.mode)
+    steps, warmup = first_length(args, rule, workers, mode)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=args.mode,
+        mode=mode,
         sharing=args.sharing,
-        steps=args.steps,
-        warmup_steps=args.warmup,
+        steps=steps,
+        warmup_steps=warmup,
         seed=args.seed,
         replications=replications_option(args),
         batches=DEFAULT_BATCHES if args.batches is None else args.batches,
@@ -348,9 +370,10 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.timeline, "--timeline", force=args.force)
     link = command_link(args, topology)
     # Every configuration is checked before anything runs (errors name options: cli.main).
-    configs = [build_config(args, w, link, topology) for w in counts]
+    rule = precision_rule(args)
+    configs = [build_config(args, w, link, topology, rule) for w in counts]
     traces = [load_trace(t) for t in args.trace]
-    total = sum(_work(c) for c in configs)
+    total = sum(worker_steps(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)
     work = total * ops_per_step
     # Before validate(), whose checks alone take minutes for 1e8 workers.
@@ -363,20 +386,22 @@ def run(args: argparse.Namespace) -> int:
     if available is not None:  # refuse what this machine cannot hold, before anything runs
         # Memory grows with W alone between the configs of a sweep.
         check_memory(traces, max(configs, key=lambda c: c.workers), available)
+    planned = [worker_steps(c) for c in configs]  # the rule may add rounds: totals grow
     # Progress only for runs long enough to wait for (a few seconds and more).
-    work = total * max(len(t.ops) for t in traces)
+    work = sum(planned) * max(len(t.ops) for t in traces)
     progress = Progress(
         "simulate",
         "worker-steps",
         enabled=not (args.quiet or args.json or args.csv) and work >= PROGRESS_MIN_OPS,
     )
-    progress(0, total)  # on a terminal, the line shows before the first workers are built
+    progress(0, sum(planned))  # on a terminal, the line shows before the first workers are built
     results: list[SimulationResult] = []
     done = 0
     try:
-        for config in configs:
-            results.append(simulate(traces, config, progress=_offset(progress, done, total)))
-            done += _work(config)
+        for i, config in enumerate(configs):
+            report = _offset(progress, done, sum(planned[i + 1 :]))
+            results.append(run_simulation(traces, config, rule, report))
+            done += _spent(results[-1])
     except KeyboardInterrupt:  # Ctrl-C: keep the points that finished, if any
         if not results:
             raise
@@ -394,6 +419,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_sweep(results, traces[0]))
     if not (args.json or args.csv):
         print(link_text(link, results))
+    for line in notes(results, lambda r: f"W = {r.config.workers}"):
+        print(line, file=sys.stderr if args.json or args.csv else sys.stdout)
     if args.phases and not (args.json or args.csv):
         for result in results:
             print("\n".join(format_phases(result)))
@@ -421,15 +448,19 @@ def _check_batches(config: SimulationConfig) -> None:
         )
 
 
-def _work(config: SimulationConfig) -> int:
-    """Worker-steps a config simulates (progress units)."""
-    runs = config.replication_count * (2 if config.policy_name == HYBRID else 1)
-    return config.workers * config.steps * runs
+def _spent(result: SimulationResult) -> int:
+    """Worker-steps behind ``result`` (progress units): every run of the stopping rule."""
+    if result.stopping is not None:
+        return result.stopping.worker_steps
+    return worker_steps(result.config)
 
 
-def _offset(progress: Progress, offset: int, total: int) -> Callable[[int, int], None]:
-    def report(done: int, _total: int) -> None:
-        progress(offset + done, total)
+def _offset(progress: Progress, offset: int, later: int) -> Callable[[int, int], None]:
+    """Progress of one point of a sweep: ``offset`` worker-steps before it, ``later`` planned
+    after it (the stopping rule's totals grow as it adds runs)."""
+
+    def report(done: int, total: int) -> None:
+        progress(offset + done, offset + total + later)
 
     return report
 
@@ -472,7 +503,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
         *_host_lines(c),
-        f"run        {c.steps} steps ({c.warmup_steps} warm-up), seed {c.seed}",
+        f"run        {length_text(result)}, seed {c.seed}",
         f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {format_number(result.steps_per_s.value)} steps/s",
         *format_spread(result),
@@ -524,14 +555,17 @@ def _components(result: SimulationResult) -> list[str]:
 def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     """The table of a sweep over worker counts."""
     c = results[0].config
+    sized = c.warmup_steps if results[0].stopping is None else None
+    length = f"{c.steps} steps ({sized} warm-up)" if sized is not None else "steps: see column"
     head = (
         f"{trace.metadata.model_name}, {c.arch}/{c.mode}, sharing {c.policy_name}, "
-        f"{format_bandwidth(c.bandwidth_bps)}, {c.steps} steps ({c.warmup_steps} warm-up)"
+        f"{format_bandwidth(c.bandwidth_bps)}, {length}"
     )
     lines = [
         head,
         f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
         f"{'step ms':>9} {'down util':>9} {'up util':>8}"
+        + (f" {'steps':>6}" if sized is None else "")
         + ("  spread over seeds" if len(results[0].replication_steps_per_s) > 1 else ""),
     ]
     for r in results:
@@ -539,7 +573,9 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
         lines.append(
             f"{r.config.workers:>4} {format_number(r.examples_per_s.value):>11} {_ci(r):>21} "
             f"{format_number(r.steps_per_s.value):>9} {format_number(r.mean_step_s * 1e3):>9} "
-            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}" + sweep_spread_cell(r)
+            f"{_pct(util.get('downlink')):>9} {_pct(util.get('uplink')):>8}"
+            + (f" {r.config.steps:>6}" if sized is None else "")
+            + sweep_spread_cell(r)
         )
     return "\n".join(lines)
 

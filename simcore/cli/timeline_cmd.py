@@ -31,6 +31,14 @@ from simcore.cli.link_options import (
     link_settings,
 )
 from simcore.cli.output_options import add_output_options, simulation_points
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    implied_mode,
+    length_text,
+    precision_rule,
+    run_simulation,
+)
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -43,8 +51,9 @@ from simcore.files import FIGURE_SUFFIXES, check_output
 from simcore.link_settings import LinkSettings
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
 from simcore.report.output import print_json
-from simcore.sim import SimulationConfig, SimulationResult, simulate, validate
+from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, MODES
+from simcore.sim.precision import PrecisionRule, stopping_note
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
@@ -58,7 +67,6 @@ from simcore.units import (
     parse_size,
 )
 
-DEFAULT_STEPS = 20
 WINDOW_STEPS = 3  # steps shown by default, from the middle of the run
 
 
@@ -75,7 +83,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--arch", choices=ARCHS, default="ps", help="parameter server or ring AllReduce (ps)"
     )
-    p.add_argument("--mode", choices=MODES, default="async", help="default async")
+    p.add_argument("--mode", choices=MODES, help="default async, and sync with --arch allreduce")
     p.add_argument(
         "--sharing",
         choices=sharing_policy_names(),
@@ -96,11 +104,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--http2-window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
     p.add_argument(
-        "--steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        help=f"steps per worker (default {DEFAULT_STEPS})",
+        "--steps", type=int, help="steps per worker (default: as many as --precision needs)"
     )
+    add_precision_options(p)
     p.add_argument("--seed", type=int, default=1, help="root seed (default 1)")
     add_replications_options(p, phases=False)
     p.add_argument(
@@ -150,27 +156,29 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--show-workers: {args.show_workers!r} must name workers 0..{workers - 1}"
         )
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps: must be >= 1, got {args.steps}")
-    if window is None and time_s is None:
-        first = min(args.steps // 2, max(0, args.steps - WINDOW_STEPS))
-        window = (first, min(args.steps, first + WINDOW_STEPS) - 1)
-    if window is not None and not 0 <= window[0] <= window[1] < args.steps:
+    rule = precision_rule(args, min_steps=1 if window is None else window[1] + 1)
+    longest = args.steps if rule is None else rule.max_steps
+    limit = "--steps" if rule is None else "--max-steps"
+    if window is not None and not 0 <= window[0] <= window[1] < longest:
         raise ConfigError(
-            f"--window: {args.window!r} must be FIRST:LAST with 0 <= FIRST <= LAST < --steps "
-            f"({args.steps})"
+            f"--window: {args.window!r} must be FIRST:LAST with 0 <= FIRST <= LAST < {limit} "
+            f"({longest})"
         )
     trace = load_trace(args.trace)
     topology = load_topology_option(args)
     link = link_settings(
         args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
     )
-    config = _config(args, workers, link, topology)
+    config = _config(args, workers, link, topology, rule)
     ops = len(trace.ops)
     check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
     validate(trace, config)
-    result = simulate(trace, config)
+    result = run_simulation(trace, config, rule)
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
+    if window is None and time_s is None:
+        window = _middle_window(result.config.steps)
     # With --json, stdout holds the document alone: what the drawing says goes to stderr.
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         if args.profiled:
@@ -201,22 +209,33 @@ def _workers(args: argparse.Namespace) -> int:
     return workers
 
 
+def _middle_window(steps: int) -> tuple[int, int]:
+    """WINDOW_STEPS steps from the middle of a run of ``steps`` steps (fewer if it is shorter)."""
+    first = min(steps // 2, max(0, steps - WINDOW_STEPS))
+    return first, min(steps, first + WINDOW_STEPS) - 1
+
+
 def _config(
-    args: argparse.Namespace, workers: int, link: LinkSettings, topology: Topology | None
+    args: argparse.Namespace,
+    workers: int,
+    link: LinkSettings,
+    topology: Topology | None,
+    rule: PrecisionRule | None,
 ) -> SimulationConfig:
-    warmup = args.steps // 5
+    mode = implied_mode(args.arch, args.mode)
+    steps, warmup = first_length(args, rule, workers, mode)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.bandwidth_bps.value,
         arch=args.arch,
-        mode=args.mode,
+        mode=mode,
         sharing=args.sharing,
         servers=args.servers,
         scheduler=args.scheduler,
         window_bytes=parse_size(args.http2_window, name="--http2-window"),
-        steps=args.steps,
+        steps=steps,
         warmup_steps=warmup,
-        batches=max(2, min(10, args.steps - warmup)),
+        batches=max(2, min(10, steps - warmup)),
         seed=args.seed,
         replications=replications_option(args),
         timeline=True,
@@ -271,11 +290,13 @@ def _timeline(
     if args.chrome is not None:
         _write_chrome(args, spans, trace, result, where)
     print(
-        f"simulated {c.workers} workers x {c.steps} steps: "
-        f"{format_number(result.examples_per_s.value)} examples/s after {c.warmup_steps} "
-        "warm-up steps" + shown_seed_note(result),
+        f"simulated {c.workers} workers x {length_text(result)}: "
+        f"{format_number(result.examples_per_s.value)} examples/s" + shown_seed_note(result),
         file=sys.stderr,
     )
+    note = stopping_note(result)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _profiled(args: argparse.Namespace, trace: Trace, result: SimulationResult) -> None:

@@ -19,11 +19,21 @@ from typing import Any
 from simcore.cli.link_options import load_network_option, resolve_link
 from simcore.cli.main import OneLineErrorParser
 from simcore.cli.option_names import user_message
+from simcore.cli.precision_options import (
+    add_precision_options,
+    first_length,
+    notes,
+    precision_rule,
+    rule_text,
+    run_simulation,
+)
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
 from simcore.report.table import Table, tables_csv_text
-from simcore.sim import SimulationConfig
+from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
+from simcore.sim.precision import stopping_note
+from simcore.trace.model import Trace
 from simcore.units import format_bandwidth
 
 EXIT_USAGE = 2
@@ -36,14 +46,20 @@ def scenario_parser(
     *,
     trace: str,
     workers: Sequence[int],
-    steps: int,
-    warmup: int,
+    steps: int | None = None,
+    warmup: int | None = None,
     seed: int = 1,
     bandwidth: str | None = None,
     network: str | None = None,
     help_texts: Mapping[str, str] | None = None,
+    precision: bool = False,
 ) -> argparse.ArgumentParser:
     """The standard scenario command line; a scenario adds its own options to the result.
+
+    With ``precision`` every simulation runs until its CI is within ``--precision`` (the
+    stopping rule, :func:`simulate_point`) unless ``--steps`` fixes the length, and ``--warmup``
+    defaults to a share of each run; without it, ``steps`` and ``warmup`` are the defaults of
+    ``--steps`` and ``--warmup`` (required then).
 
     ``bandwidth`` or ``network`` is the default link (a network profile's fitted bandwidth and
     latency); an explicit ``--bandwidth``/``--latency`` on the command line wins over it.
@@ -77,10 +93,26 @@ def scenario_parser(
             "workers", f"worker counts, e.g. 1-16 or 1,2,4,8 (default {format_workers(workers)})"
         ),
     )
-    parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
-    parser.add_argument(
-        "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
-    )
+    if precision:
+        parser.add_argument(
+            "--steps",
+            type=positive_int,
+            help="steps per worker (default: as many as --precision needs)",
+        )
+        parser.add_argument(
+            "--warmup",
+            type=nonnegative_int,
+            help="steps per worker left out (default: a tenth of each run, at least 10 steps, "
+            "or 2.5 per worker for async; at most half of the run)",
+        )
+        add_precision_options(parser)
+    else:
+        if steps is None or warmup is None:
+            raise ValueError("steps, warmup: needed by a scenario without the stopping rule")
+        parser.add_argument("--steps", type=positive_int, default=steps, help="steps per worker")
+        parser.add_argument(
+            "--warmup", type=nonnegative_int, default=warmup, help="steps per worker left out"
+        )
     parser.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     parser.add_argument(
         "--replications",
@@ -122,16 +154,62 @@ def base_config(args: argparse.Namespace, **settings: Any) -> tuple[SimulationCo
     """The simulation settings every run of a scenario shares, from the standard options (link,
     steps, warm-up, seed) and ``settings``; and the link's label (see :func:`link_from_args`)."""
     bandwidth_bps, latency_s, label = link_from_args(args)
+    steps, warmup = args.steps, args.warmup
+    if steps is None or warmup is None:  # the stopping rule, or a default warm-up
+        steps, warmup = first_length(args, scenario_rule(args))
     config = SimulationConfig(
         bandwidth_bps=bandwidth_bps,
         latency_s=latency_s,
-        steps=args.steps,
-        warmup_steps=args.warmup,
+        steps=steps,
+        warmup_steps=warmup,
         seed=args.seed,
         replications=getattr(args, "replications", None),  # None: by mode (async: 5 seeds)
         **settings,
     )
     return config, label
+
+
+def scenario_rule(args: argparse.Namespace) -> PrecisionRule | None:
+    """The stopping rule of a scenario made with ``precision=True``; None when ``--steps`` fixes
+    the length (or the scenario has no rule)."""
+    if not hasattr(args, "precision"):
+        return None
+    return precision_rule(args)
+
+
+def simulate_point(
+    trace: Trace | Sequence[Trace], config: SimulationConfig, args: argparse.Namespace
+) -> SimulationResult:
+    """One simulation of a scenario: sized by the stopping rule, or ``config`` as it is."""
+    return run_simulation(trace, config, scenario_rule(args))
+
+
+def length_setup(args: argparse.Namespace) -> str:
+    """How long the runs are, for a scenario's setup line: ``120 steps/worker, 20 warm-up`` or
+    ``steps until the 95% CI is within 1% (cap 1000 steps)``."""
+    rule = scenario_rule(args)
+    if rule is None:
+        warmup = args.warmup
+        if warmup is None:
+            warmup = first_length(args, None)[1]
+        return f"{args.steps} steps/worker, {warmup} warm-up"
+    return rule_text(rule)
+
+
+def precision_notes(results: Sequence[SimulationResult], prefix: str) -> str:
+    """The runs that stopped short of the target, as ``note: PREFIX, W = n: ...`` lines ('' if
+    none); more than two become one line naming them and the widest one's note."""
+    lines = notes(results, lambda r: f"{prefix}, W = {r.config.workers}")
+    if len(lines) <= 2:
+        return "\n".join(lines)
+    short = [r for r in results if r.stopping is not None and not r.stopping.reached]
+    widest = max(short, key=lambda r: r.stopping.precision if r.stopping else 0.0)
+    target = 100 * (widest.stopping.target if widest.stopping else 0.0)
+    workers = ", ".join(str(r.config.workers) for r in short)
+    return (
+        f"note: {prefix}: W = {workers} stopped short of the {target:g}% target (their CIs are "
+        f"in the table); the widest, W = {widest.config.workers}: {stopping_note(widest)}"
+    )
 
 
 class ScenarioOutput:

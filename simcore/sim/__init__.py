@@ -8,11 +8,13 @@ beside this file. Pure: no file I/O, no plotting.
 from simcore.sim.api import MIN_STEP_S, SweepResult, simulate, sweep, validate
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import SimulationError
+from simcore.sim.precision import PrecisionRule, simulate_to_precision
 from simcore.sim.results import (
     Estimate,
     LinkStats,
     SimulationResult,
     StepRecord,
+    Stopping,
     Timeline,
     TimelineRecord,
     WorkerStats,
@@ -35,11 +37,13 @@ __all__ = [
     "EqualSharePolicy",
     "Estimate",
     "LinkStats",
+    "PrecisionRule",
     "SharingPolicy",
     "SimulationConfig",
     "SimulationError",
     "SimulationResult",
     "StepRecord",
+    "Stopping",
     "StreamContext",
     "StreamScheduler",
     "SweepResult",
@@ -50,6 +54,7 @@ __all__ = [
     "register_stream_scheduler",
     "sharing_policy_names",
     "simulate",
+    "simulate_to_precision",
     "stream_scheduler_names",
     "sweep",
     "validate",

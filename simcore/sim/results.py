@@ -177,6 +177,37 @@ class Timeline:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """How a run sized by the stopping rule (:mod:`simcore.sim.precision`) ended.
+
+    ``reason``: ``reached`` (the CI is within ``target``), ``cap`` (the run reached
+    ``max_steps`` short of it), ``stalled`` (a longer run did not narrow the CI), ``seeds``
+    (the replications differ far more than their own noise explains: they settled in different
+    phase patterns) or ``rounds`` (the runs allowed were spent). Precisions are relative half-widths
+    of the 95% CI of examples/s (``inf``: no interval).
+    """
+
+    reason: str
+    target: float
+    precision: float  # reached by the result's run
+    steps: int  # steps per worker of the result's run, warm-up included
+    max_steps: int  # the cap
+    rounds: int  # runs made, the pilot included
+    worker_steps: int  # simulated by all runs (every replication, both runs of a hybrid)
+    precisions: tuple[float, ...]  # of each run, in order
+    seeds: int = 1  # replications of each run: with >= 2 the CI comes from the seeds
+
+    @property
+    def reached(self) -> bool:
+        return self.reason == "reached"
+
+    @property
+    def capped(self) -> bool:
+        """True when the cap stopped the rule short of its target."""
+        return self.reason == "cap"
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     """What :func:`simcore.sim.simulate` returns.
@@ -200,6 +231,10 @@ class SimulationResult:
     components: tuple[SimulationResult, ...] = ()
     replication_examples_per_s: tuple[float, ...] = ()
     phases: tuple[ReplicationPhases, ...] = ()  # per replication, how the workers lined up
+    stopping: Stopping | None = None  # how the stopping rule sized the run; None: fixed steps
+    # per replication, the standard error of its examples/s from its own batch means (inf when
+    # its batches cannot give one): what seeds would differ by if they differed only by noise
+    replication_standard_errors: tuple[float, ...] = ()
 
     @property
     def steps_spread(self) -> tuple[float, float]:
@@ -268,6 +303,13 @@ def batch_throughputs(
     return steps, examples
 
 
+def _standard_error(samples: Sequence[float]) -> float:
+    """``sd / sqrt(n)`` of batch estimates; ``inf`` from fewer than 2 or unbounded ones."""
+    if len(samples) < 2 or not all(math.isfinite(x) for x in samples):
+        return math.inf
+    return float(np.std(samples, ddof=1)) / math.sqrt(len(samples))
+
+
 def _long_enough(count: int, spans: np.ndarray) -> np.ndarray:
     """Per worker, whether ``count / span`` is a finite number (bool array)."""
     return spans > count / np.finfo(float).max
@@ -300,6 +342,9 @@ def summarize(
         examples_per_s=examples,
         replication_steps_per_s=tuple(x for x, _ in runs),
         replication_examples_per_s=tuple(e for _, e in runs),
+        replication_standard_errors=tuple(
+            _standard_error(batch_throughputs(r, batch_sizes)[1]) for r in records
+        ),
         phases=tuple(
             replication_phases(r.step_ends, config.warmup_steps, i, runs[i][0])
             for i, r in enumerate(records)
@@ -426,6 +471,7 @@ def result_to_dict(result: SimulationResult) -> dict[str, object]:
         "simulated_time_s": result.simulated_time_s,
         "wall_time_s": result.wall_time_s,
         "components": [result_to_dict(c) for c in result.components],
+        "stopping": None if result.stopping is None else asdict(result.stopping),
     }
     return _jsonable(out)  # type: ignore[return-value]
 
