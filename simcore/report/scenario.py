@@ -82,7 +82,10 @@ def scenario_parser(
     )
     link.add_argument("--latency", help="per-transfer latency, e.g. 50us")
     link.add_argument(
-        "--network", default=network, help="measured network profile (file or sample name)"
+        "--network",
+        default=network,
+        help="measured network profile (file or sample name): its bandwidth and latency; "
+        "sgdsim simulate --network also applies its flow weights and transfer CPU cost",
     )
     parser.set_defaults(default_bandwidth=bandwidth)
     parser.add_argument(
