@@ -58,6 +58,7 @@ class LinkSettings:
     bandwidth_bps: Sourced[float]
     latency_s: Sourced[float] = Sourced(0.0)
     flow_weight_cv: Sourced[float] = Sourced(0.0)
+    flow_weight_cv_push: Sourced[float] | None = None
     comm_cpu_s_per_byte: Sourced[float] = Sourced(0.0)
     host_cpu_cores: Sourced[float | None] = Sourced(None)
     ring: RingGoodput | None = None
@@ -94,8 +95,10 @@ class LinkSettings:
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
         if ring is not None:
             changes["bandwidth_bps"] = ring[1]
-        cv = self.flow_weight_cv
-        if cv.value > 0 and self.weights_apply(config):
+        cv, push = self.flow_weight_cv, self.flow_weight_cv_push
+        if push is not None and self.weights_apply(config):  # the directions measured apart
+            changes.update(flow_weight_cv=cv.value, flow_weight_cv_push=push.value)
+        elif cv.value > 0 and self.weights_apply(config):
             changes["flow_weight_cv"] = cv.value
         elif cv.value > 0 and cv.is_option and strict:
             raise ConfigError(
@@ -136,10 +139,13 @@ class LinkSettings:
         return f"{rate} + {format_seconds(latency.value)} ({latency.source})"
 
     def _weights_text(self, config: SimulationConfig) -> str:
-        cv = self.flow_weight_cv
-        if cv.value <= 0:
+        cv, push = self.flow_weight_cv, self.flow_weight_cv_push
+        if push is not None:
+            text = f"flow weight cv {cv.value:.3g} pull / {push.value:.3g} push ({cv.source})"
+        elif cv.value <= 0:
             return "flow weight cv off" + _unless_default(cv)
-        text = f"flow weight cv {cv.value:.3g} ({cv.source})"
+        else:
+            text = f"flow weight cv {cv.value:.3g} ({cv.source})"
         if not self.weights_apply(config):
             text += f" not used: arch {config.arch}, sharing {config.policy_name}"
         return text
@@ -184,6 +190,12 @@ class LinkSettings:
             "flow_weight_cv": {
                 **self.flow_weight_cv.to_dict(),
                 "used": config.flow_weight_cv > 0,
+            },
+            "flow_weight_cv_push": None
+            if self.flow_weight_cv_push is None
+            else {
+                **self.flow_weight_cv_push.to_dict(),
+                "used": config.flow_weight_cv_push is not None,
             },
             "comm_cpu_s_per_byte": {
                 **self.comm_cpu_s_per_byte.to_dict(),

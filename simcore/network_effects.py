@@ -86,7 +86,7 @@ def non_negative(value: float) -> bool:
 class FlowSharing:
     """How unevenly concurrent flows share the link: the simulator's ``flow_weight_cv``.
 
-    ``weight_cv`` pools both directions (the simulator has one value per link); ``pull_cv`` and
+    ``weight_cv`` pools both directions; ``pull_cv`` and
     ``push_cv`` are the directions' own, when they were measured apart (None otherwise): pull is
     the server sending (downlink), push the server receiving (uplink). ``fcfs_index`` (0: equal
     sharing, 1: one flow after another; None if not measured) shows how far from processor

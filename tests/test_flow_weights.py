@@ -17,6 +17,7 @@ from simcore.sim.flow_weights import (
     completion_times,
     expected_fcfs_index,
     lognormal_weights,
+    rescaled_weights,
     weight_cv_for_fcfs_index,
 )
 from simcore.sim.rate_link import weighted_rates
@@ -65,6 +66,15 @@ def test_lognormal_weights_have_mean_one_and_the_asked_cv() -> None:
     sample = np.array([draw() for _ in range(40000)])
     assert sample.mean() == pytest.approx(1.0, abs=0.02)
     assert sample.std() / sample.mean() == pytest.approx(0.5, abs=0.02)
+
+
+@pytest.mark.parametrize("cv_to", [0.1, 0.5, 2.0])
+def test_rescaled_weights_have_mean_one_and_their_own_cv(cv_to: float) -> None:
+    # The uplink's weights (flow_weight_cv_push) come from the downlink's stream of draws.
+    draw = rescaled_weights(lognormal_weights(0.3, np.random.default_rng(5)), 0.3, cv_to)
+    sample = np.array([draw() for _ in range(40000)])
+    assert sample.mean() == pytest.approx(1.0, rel=0.03)
+    assert sample.std() / sample.mean() == pytest.approx(cv_to, rel=0.06)
 
 
 @pytest.mark.parametrize("index", [0.05, 0.13, 0.4])

@@ -135,10 +135,40 @@ def test_shipped_testbed_profile_carries_every_effect(capsys: pytest.CaptureFixt
     assert profile.lacks == () and profile.flow_sharing is not None
     assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", "veth-1gbit"]) == 0
     out = capsys.readouterr().out.splitlines()
+    pull, push = profile.flow_sharing.pull_cv, profile.flow_sharing.push_cv
+    assert pull is not None and push is not None  # measured per direction
     assert out[-1].startswith(
-        f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv "
-        f"{profile.flow_sharing.weight_cv:.3g} (veth-1gbit), transfer CPU "
+        f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv {pull:.3g} pull / "
+        f"{push:.3g} push (veth-1gbit), transfer CPU "
     )
+    # Each direction of the server's link gets its own measured cv.
+    doc = simulate_json(capsys, "--network", "veth-1gbit")
+    assert doc["config"]["flow_weight_cv"] == pull
+    assert doc["config"]["flow_weight_cv_push"] == push
+    # One value given on the command line is both directions'.
+    doc = simulate_json(capsys, "--network", "veth-1gbit", "--flow-weight-cv", "0.3")
+    assert doc["config"]["flow_weight_cv"] == 0.3
+    assert doc["config"]["flow_weight_cv_push"] is None
+
+
+def test_an_uplink_cv_equal_to_the_downlinks_changes_nothing() -> None:
+    from simcore.sim import simulate
+    from simcore.trace.io import load_trace
+
+    trace = load_trace("cnn-b32")
+    base = SimulationConfig(
+        workers=3, bandwidth_bps=1e8, steps=30, warmup_steps=5, flow_weight_cv=0.3, timeline=True
+    )
+    same = simulate(trace, dataclasses.replace(base, flow_weight_cv_push=0.3))
+    plain = simulate(trace, base)
+    assert same.timeline is not None and plain.timeline is not None
+    assert (same.timeline.end_s == plain.timeline.end_s).all()
+    # A different uplink cv changes the pushes, from the same stream of draws.
+    other = simulate(trace, dataclasses.replace(base, flow_weight_cv_push=0.8))
+    assert other.timeline is not None
+    assert other.steps_per_s.value != plain.steps_per_s.value
+    again = simulate(trace, dataclasses.replace(base, flow_weight_cv_push=0.8))
+    assert again.steps_per_s == other.steps_per_s  # same seed, same run
 
 
 def test_flow_weights_from_a_profile_stay_off_where_they_do_not_apply(

@@ -93,6 +93,7 @@ def link_settings(
         bandwidth_bps=_bandwidth(args, profile, name, topology_bps, topology),
         latency_s=_latency(args, profile, name),
         flow_weight_cv=_flow_weight_cv(args, profile, name),
+        flow_weight_cv_push=_push_cv(args, profile, name),
         comm_cpu_s_per_byte=_comm_cpu(args, profile, name),
         host_cpu_cores=_host_cores(args, profile, name),
         ring=profile.ring_goodput if profile is not None else None,
@@ -140,9 +141,25 @@ def _flow_weight_cv(
                 f"got {value:g}"
             )
         return Sourced(float(value), "--flow-weight-cv")
-    if profile is not None and name is not None and profile.flow_sharing is not None:
-        return Sourced(profile.flow_sharing.weight_cv, name)
-    return Sourced(0.0)
+    if profile is None or name is None or profile.flow_sharing is None:
+        return Sourced(0.0)
+    sharing = profile.flow_sharing
+    if sharing.pull_cv is not None and sharing.push_cv is not None:
+        return Sourced(sharing.pull_cv, name)  # the downlink's; the uplink's: _push_cv
+    return Sourced(sharing.weight_cv, name)
+
+
+def _push_cv(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float] | None:
+    """The uplink's own cv when the profile measured the directions apart and no option set
+    one value for both (then ``flow_weight_cv`` is the downlink's)."""
+    if getattr(args, "flow_weight_cv", None) is not None or profile is None or name is None:
+        return None
+    sharing = profile.flow_sharing
+    if sharing is None or sharing.pull_cv is None or sharing.push_cv is None:
+        return None
+    return Sourced(sharing.push_cv, name)
 
 
 def _comm_cpu(

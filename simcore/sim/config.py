@@ -121,6 +121,8 @@ class SimulationConfig:
         weights (discriminatory processor sharing). 0 = plain PS (equal shares). TCP flows through
         one bottleneck do not get equal shares; ``profilers.link_sharing`` measures how unequal
         they are on a real link and estimates this value. See SEMANTICS.md.
+    flow_weight_cv_push : the uplink's own cv (pushes, many workers into one server), when it
+        was measured apart from the downlink's (pulls); None = ``flow_weight_cv`` for both.
     comm_cpu_s_per_byte : CPU time (core-seconds) a worker's host spends per byte the worker
         sends or receives: the communication library's and the kernel's work for a transfer
         (copies, wake-ups, the network stack). A transfer at rate r wants
@@ -165,7 +167,14 @@ class SimulationConfig:
     worker_cpu_cores: float | None = None
     shared_nic: bool = True
     flow_weight_cv: float = 0.0
+    flow_weight_cv_push: float | None = None
     comm_cpu_s_per_byte: float = 0.0
+
+    def weight_cv_of(self, direction: str) -> float:
+        """The flow weight cv of the ``"uplink"`` (pushes) or ``"downlink"`` (pulls)."""
+        if direction == "uplink" and self.flow_weight_cv_push is not None:
+            return self.flow_weight_cv_push
+        return self.flow_weight_cv
 
     def __post_init__(self) -> None:
         if isinstance(self.placement, Mapping):
@@ -304,7 +313,10 @@ def _validate(config: SimulationConfig) -> None:
         _positive(name, getattr(config, name), zero_ok=True)
     check_duration_range("latency_s", config.latency_s)
     check_duration_range("parse_beta_s", config.parse_beta_s)
-    if config.flow_weight_cv > 0 and (config.arch != "ps" or config.policy_name != "ps"):
+    if config.flow_weight_cv_push is not None:
+        _positive("flow_weight_cv_push", config.flow_weight_cv_push, zero_ok=True)
+    weighted = config.flow_weight_cv > 0 or config.weight_cv_of("uplink") > 0
+    if weighted and (config.arch != "ps" or config.policy_name != "ps"):
         raise ConfigError(
             f"flow_weight_cv: weights apply to a parameter server's processor-sharing link "
             f"(arch='ps', sharing='ps'), not arch={config.arch!r} with sharing "

@@ -33,7 +33,7 @@ from simcore.errors import SgdsimError
 from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import CompiledDag, ring_latency_s
-from simcore.sim.flow_weights import lognormal_weights
+from simcore.sim.flow_weights import lognormal_weights, rescaled_weights
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
 from simcore.sim.sharing import (
@@ -170,7 +170,7 @@ class Engine:
         bandwidth = cfg.bandwidth_bps
         shared_nic = cfg.colocated_workers > 1 and cfg.shared_nic
         # Only the general link has NIC groups, weights, and tells the CPUs its flows' rates.
-        general = shared_nic or cfg.flow_weight_cv > 0 or cfg.comm_cpu_s_per_byte > 0
+        general = shared_nic or cfg.weight_cv_of(name) > 0 or cfg.comm_cpu_s_per_byte > 0
         uniform = all(c == caps[0] for c in caps)
         if not general and cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
             cap = caps[0]
@@ -205,7 +205,7 @@ class Engine:
             cfg.cap_mode == "maxmin",
             nic,
             nic_of,
-            self._flow_weight(),
+            self._flow_weight(name),
             self._comm_hook(name) if cfg.comm_cpu_s_per_byte > 0 else None,
         )
 
@@ -214,12 +214,19 @@ class Engine:
     _weight_draw: Callable[[], float] | None = None
     _comm_parts: tuple[list[tuple[float, ...]], ...] = ()
 
-    def _flow_weight(self) -> Callable[[], float] | None:
-        """Each transfer's weight on a link (SimulationConfig.flow_weight_cv); None: equal."""
-        cv = self.config.flow_weight_cv
-        if cv > 0 and self._weight_draw is None:
-            self._weight_draw = lognormal_weights(cv, self._link_rng)
-        return self._weight_draw
+    def _flow_weight(self, direction: str) -> Callable[[], float] | None:
+        """Each transfer's weight on the ``direction`` link (SimulationConfig.flow_weight_cv,
+        the uplink's own flow_weight_cv_push); None: equal. Both links draw from one stream."""
+        cfg = self.config
+        cv = cfg.weight_cv_of(direction)
+        if cv <= 0:
+            return None
+        base = cfg.flow_weight_cv if cfg.flow_weight_cv > 0 else cv
+        if self._weight_draw is None:
+            self._weight_draw = lognormal_weights(base, self._link_rng)
+        if cv == base:
+            return self._weight_draw
+        return rescaled_weights(self._weight_draw, base, cv)
 
     def _make_host_cpus(self) -> list[Link]:
         """One CPU per host when co-located workers share it: a link of ``host_cpu_cores``

@@ -30,6 +30,7 @@ __all__ = [
     "completion_times",
     "expected_fcfs_index",
     "lognormal_weights",
+    "rescaled_weights",
     "weight_cv_for_fcfs_index",
 ]
 
@@ -52,6 +53,23 @@ def lognormal_weights(cv: float, rng: np.random.Generator, batch: int = 256) -> 
         return ahead.pop()
 
     return draw
+
+
+def rescaled_weights(
+    draw: Callable[[], float], cv_from: float, cv_to: float
+) -> Callable[[], float]:
+    """Weights of coefficient of variation ``cv_to`` from ``draw``'s of ``cv_from`` (both
+    lognormal, mean 1): the same standard normal behind each, so that links with different cvs
+    still take their weights from one stream in one order."""
+    sigma_from = math.sqrt(math.log1p(cv_from * cv_from))
+    sigma_to = math.sqrt(math.log1p(cv_to * cv_to))
+    mu_from, mu_to = -0.5 * sigma_from * sigma_from, -0.5 * sigma_to * sigma_to
+    scale = sigma_to / sigma_from
+
+    def draw_rescaled() -> float:
+        return math.exp(mu_to + scale * (math.log(draw()) - mu_from))
+
+    return draw_rescaled
 
 
 def completion_times(weights: np.ndarray) -> np.ndarray:
