@@ -75,6 +75,7 @@ from simcore.sim import (
     validate,
 )
 from simcore.sim.dag import assign_servers
+from simcore.sim.precision import offset_progress, worker_steps
 from simcore.trace.model import Trace
 
 __all__ = [
@@ -498,12 +499,6 @@ def _ranked(
     return Ranked(candidate, analytic, simulated, cost, spread, stopping)
 
 
-def _work(config: SimulationConfig) -> int:
-    """Worker-steps of one simulation (a hybrid runs fcfs and ps)."""
-    runs = config.replication_count * (2 if config.policy_name == "hybrid" else 1)
-    return config.workers * config.steps * runs
-
-
 def _simulate_all(
     trace: Trace,
     top: Sequence[Candidate],
@@ -519,32 +514,23 @@ def _simulate_all(
     """
     for config in configs:
         validate(trace, config)
-    planned = [_work(c) for c in configs]
+    planned = [worker_steps(c) for c in configs]
     out: dict[Candidate, SimulationResult] = {}
     done = 0
     try:
         for i, (candidate, config) in enumerate(zip(top, configs, strict=True)):
             later = sum(planned[i + 1 :])
-            report = None if progress is None else _offset(progress, done, later)
+            report = None if progress is None else offset_progress(progress, done, later)
             if precision is None:
                 out[candidate] = simulate(trace, config, progress=report)
-                done += _work(config)
+                done += worker_steps(config)
             else:
                 result = simulate_to_precision(trace, config, precision, progress=report)
                 out[candidate] = result
-                done += result.stopping.worker_steps if result.stopping else _work(config)
+                done += result.stopping.worker_steps if result.stopping else worker_steps(config)
     except KeyboardInterrupt:
         return out, True
     return out, False
-
-
-def _offset(progress: Progress, offset: int, later: int) -> Progress:
-    """One simulation's progress: ``offset`` worker-steps before it, ``later`` planned after."""
-
-    def report(done: int, total: int) -> None:
-        progress(offset + done, offset + total + later)
-
-    return report
 
 
 def _saturations(analytic: dict[Candidate, float]) -> tuple[Saturation, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from simcore.cli.guards import check_range
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings, Sourced
 from simcore.network import NetworkProfile, profile_note
@@ -135,11 +136,7 @@ def _flow_weight_cv(
 ) -> Sourced[float]:
     value = getattr(args, "flow_weight_cv", None)
     if value is not None:
-        if not (math.isfinite(value) and 0 <= value <= MAX_FLOW_WEIGHT_CV):
-            raise ConfigError(
-                f"--flow-weight-cv: must be a number >= 0 and <= {MAX_FLOW_WEIGHT_CV:g}, "
-                f"got {value:g}"
-            )
+        check_range("--flow-weight-cv", value, 0, MAX_FLOW_WEIGHT_CV)
         return Sourced(float(value), "--flow-weight-cv")
     if profile is None or name is None or profile.flow_sharing is None:
         return Sourced(0.0)

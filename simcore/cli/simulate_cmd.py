@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ from simcore.link_settings import LinkSettings
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
-from simcore.sim.precision import PrecisionRule, worker_steps
+from simcore.sim.precision import PrecisionRule, offset_progress, worker_steps
 from simcore.sim.preflight import check_memory
 from simcore.sim.results import timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
@@ -399,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     done = 0
     try:
         for i, config in enumerate(configs):
-            report = _offset(progress, done, sum(planned[i + 1 :]))
+            report = offset_progress(progress, done, sum(planned[i + 1 :]))
             results.append(run_simulation(traces, config, rule, report))
             done += _spent(results[-1])
     except KeyboardInterrupt:  # Ctrl-C: keep the points that finished, if any
@@ -453,16 +452,6 @@ def _spent(result: SimulationResult) -> int:
     if result.stopping is not None:
         return result.stopping.worker_steps
     return worker_steps(result.config)
-
-
-def _offset(progress: Progress, offset: int, later: int) -> Callable[[int, int], None]:
-    """Progress of one point of a sweep: ``offset`` worker-steps before it, ``later`` planned
-    after it (the stopping rule's totals grow as it adds runs)."""
-
-    def report(done: int, total: int) -> None:
-        progress(offset + done, offset + total + later)
-
-    return report
 
 
 def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: Trace) -> None:

@@ -186,6 +186,11 @@ class SimulationConfig:
         _validate(self)
 
     @property
+    def runs(self) -> int:
+        """Engine runs behind one result: every replication, twice for a hybrid (fcfs and ps)."""
+        return self.replication_count * (2 if self.policy_name == HYBRID else 1)
+
+    @property
     def replication_count(self) -> int:
         """The replications run: ``replications``, or the mode's default when it is None."""
         if self.replications is None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from simcore.errors import ConfigError
 from simcore.sim.api import simulate, validate
-from simcore.sim.config import HYBRID, SimulationConfig
+from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import ProgressCallback
 from simcore.sim.results import SimulationResult, Stopping
 from simcore.trace.model import Trace
@@ -233,8 +233,20 @@ def _seeds_settled_apart(result: SimulationResult) -> bool:
 
 def worker_steps(config: SimulationConfig) -> int:
     """Worker-steps one run of ``config`` simulates (every replication, both runs of a hybrid)."""
-    runs = config.replication_count * (2 if config.policy_name == HYBRID else 1)
-    return config.workers * config.steps * runs
+    return config.workers * config.steps * config.runs
+
+
+def offset_progress(
+    progress: ProgressCallback, offset: int, later: int
+) -> ProgressCallback:
+    """The progress of one simulation among several (a sweep, advise's candidates): ``offset``
+    worker-steps done before it, ``later`` planned after it; the stopping rule's totals grow as
+    it adds runs, so the overall total follows them."""
+
+    def report(done: int, total: int) -> None:
+        progress(offset + done, offset + total + later)
+
+    return report
 
 
 def _sized(config: SimulationConfig, rule: PrecisionRule, steps: int) -> SimulationConfig:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcore.errors import ConfigError
-from simcore.sim.config import HYBRID, SimulationConfig
+from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import compile_trace
 from simcore.trace.model import Trace
 
@@ -82,14 +82,13 @@ def footprint(traces: Sequence[Trace], config: SimulationConfig) -> Footprint:
     runs_bytes = 8 * config.replication_count * (config.batches + 6)  # each run's per-worker arrays
     worker = WORKER_BYTES + ops * op_bytes + runs_bytes
     fixed = sum(TABLE_BYTES * n * traces[i].n_steps for i, n in zip(used, n_ops, strict=True))
-    runs = config.replication_count * (2 if config.policy_name == HYBRID else 1)
     return Footprint(
         workers=config.workers,
         steps=config.steps,
         fixed_bytes=float(fixed),
         worker_bytes=float(worker),
         step_record_bytes=float(RECORD_BYTES * ops) if config.timeline else 0.0,
-        ops=config.workers * config.steps * ops * runs,
+        ops=config.workers * config.steps * ops * config.runs,
     )
 
 
