@@ -10,6 +10,7 @@ name            architecture                                   parameters    inp
 ==============  =============================================  ============  ==============
 ``mlp``         784-1024-1024-10 perceptron with ReLU          1,863,690     1x28x28, 10
 ``cnn``         three conv-ReLU-maxpool stages and two fc      620,362       3x32x32, 10
+``resnet8``     CIFAR ResNet-8 (He et al. 2016, section 4.2)   78,042        3x32x32, 10
 ``resnet18``    ResNet-18 (He et al. 2016), torchvision v1.5   11,689,512    3x224x224
 ``resnet50``    ResNet-50 (He et al. 2016), torchvision v1.5   25,557,032    3x224x224
 ``vgg11``       VGG-11, configuration "A" without batch norm   132,863,336   3x224x224
@@ -43,7 +44,7 @@ from typing import Any
 
 from torch import nn
 
-from profilers.zoo import GoogLeNet, SmallCNN, mlp, resnet18, resnet50, vgg11
+from profilers.zoo import GoogLeNet, SmallCNN, mlp, resnet8, resnet18, resnet50, vgg11
 from simcore.errors import ConfigError
 
 __all__ = [
@@ -89,6 +90,14 @@ MODELS: Mapping[str, ModelSpec] = {
     for spec in (
         _spec("mlp", "MLP 784-1024-1024-10 with ReLU", mlp, (1, 28, 28), 10, 1_863_690),
         _spec("cnn", "small CNN, 3 conv-ReLU-pool + 2 fc", SmallCNN, (3, 32, 32), 10, 620_362),
+        _spec(
+            "resnet8",
+            "CIFAR ResNet-8 (He et al. 2016, 6n+2, n=1)",
+            resnet8,
+            (3, 32, 32),
+            10,
+            78_042,
+        ),
         _spec("resnet18", "ResNet-18 (He et al. 2016)", resnet18, (3, 224, 224), 1000, 11_689_512),
         _spec("resnet50", "ResNet-50 (He et al. 2016)", resnet50, (3, 224, 224), 1000, 25_557_032),
         _spec(

@@ -145,7 +145,7 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
             out.path(TIMELINE_FILES[arch.value]),
             measured_steps=(first, first + SHOWN_STEPS - 1),
             simulated_steps=(sim_first, sim_first + SHOWN_STEPS - 1),
-            trace=predictor.replayed_trace(),
+            trace=predictor.replayed_trace(arch),
             title=f"{report.model_name}, {arch.value}, W = {point.workers}: a measured run "
             f"({run.examples_per_s:.1f} examples/s) and the simulator "
             f"({predicted[arch.value, point.workers]:.1f}, mean of its replications)",

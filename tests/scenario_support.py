@@ -151,13 +151,13 @@ def assert_second_run_refused(
     scenario: ModuleType, argv: list[str], folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``scenario.main(argv)``, run again into ``folder`` that holds a finished run's files, and
-    without ``--force``: exits 2, says ``NAME: error: ... already exists; pass --force ...`` in
+    without ``--force``: exits 1, says ``NAME: error: ... already exists; pass --force ...`` in
     one line on stderr, and leaves every file in ``folder`` as it was. Drops what was captured
     before."""
     capsys.readouterr()
     before = files_in(folder)
     assert before, folder
-    assert scenario.main(argv) == 2
+    assert scenario.main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.endswith("\n"), err
     assert err.startswith(f"{scenario.__name__}: error: "), err

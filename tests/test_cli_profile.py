@@ -85,7 +85,7 @@ def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
 def test_list_models(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "--list-models"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["mlp", "cnn", "resnet18", "resnet50", "vgg11", "inception"]
+    assert names == ["mlp", "cnn", "resnet8", "resnet18", "resnet50", "vgg11", "inception"]
 
 
 @pytest.mark.parametrize(

@@ -178,7 +178,7 @@ def test_a_bad_runs_file_is_one_line_naming_it(
     other = tmp_path / "trace.json"
     other.write_text('{"schema": "sgdsim.trace"}', encoding="utf-8")
     out = tmp_path / "out"
-    assert scenario.main(["--from-runs", str(other), "--out", str(out)]) == 2
+    assert scenario.main(["--from-runs", str(other), "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "trace.json: not validation measurements" in err and err.count("\n") == 1
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
@@ -201,7 +201,7 @@ def test_a_run_failing_late_keeps_what_was_measured_before_it(
     monkeypatch.setattr(Testbed, "run", fail_at_two_workers)
     scenario = load("validate")
     argv = [*SMALL, "--workers-max", "2", "--repetitions", "1", "--arch", "ps-sync"]
-    assert scenario.main([*argv, "--out", str(tmp_path)]) == 2
+    assert scenario.main([*argv, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     runs = tmp_path / "validate-runs.json.gz"
     assert "worker 1 (rank 2) died" in err and f"is in {runs}" in err and err.count("\n") == 1

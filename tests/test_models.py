@@ -27,6 +27,12 @@ EXPECTED_PARAMS = {
     + (64 * 128 * 9 + 128)
     + (128 * 4 * 4 * 256 + 256)
     + (256 * 10 + 10),
+    # stem, then per stage: two 3x3 convs with BN (and a 1x1 shortcut with BN where it widens)
+    "resnet8": (3 * 16 * 9 + 2 * 16)
+    + (2 * (16 * 16 * 9 + 2 * 16))
+    + (16 * 32 * 9 + 32 * 32 * 9 + 2 * 2 * 32 + 16 * 32 + 2 * 32)
+    + (32 * 64 * 9 + 64 * 64 * 9 + 2 * 2 * 64 + 32 * 64 + 2 * 64)
+    + (64 * 10 + 10),
     "resnet18": 11_689_512,
     "resnet50": 25_557_032,
     "vgg11": 132_863_336,
@@ -47,7 +53,7 @@ def count_params(model: nn.Module) -> int:
 
 
 def test_registry_order_and_names() -> None:
-    assert list(MODELS) == ["mlp", "cnn", "resnet18", "resnet50", "vgg11", "inception"]
+    assert list(MODELS) == ["mlp", "cnn", "resnet8", "resnet18", "resnet50", "vgg11", "inception"]
     assert all(spec.name == name for name, spec in MODELS.items())
 
 
@@ -94,6 +100,15 @@ def test_resnet18_has_residual_adds(built: tuple[models.ModelSpec, nn.Module]) -
     assert {"conv1", "bn1", "layer1.0.conv1", "layer2.0.downsample.0", "fc"} <= names
 
 
+@pytest.mark.parametrize("built", ["resnet8"], indirect=True)
+def test_resnet8_has_a_residual_add_per_block(built: tuple[models.ModelSpec, nn.Module]) -> None:
+    graph = torch.fx.symbolic_trace(built[1]).graph
+    adds = [n for n in graph.nodes if n.op == "call_function" and n.target is operator.add]
+    assert len(adds) == 3  # one BasicBlock in each of the three stages
+    names = {name for name, _ in built[1].named_modules()}
+    assert {"conv1", "layer2.0.downsample.0", "layer3.0.conv2", "fc"} <= names
+
+
 @pytest.mark.parametrize("built", ["vgg11"], indirect=True)
 def test_vgg11_submodule_names(built: tuple[models.ModelSpec, nn.Module]) -> None:
     names = {name for name, _ in built[1].named_modules()}
@@ -123,7 +138,8 @@ def test_unknown_model_lists_available() -> None:
     with pytest.raises(ConfigError) as info:
         get_spec("alexnet")
     assert str(info.value) == (
-        "unknown model 'alexnet'; available: mlp, cnn, resnet18, resnet50, vgg11, inception"
+        "unknown model 'alexnet'; available: mlp, cnn, resnet8, resnet18, resnet50, vgg11, "
+        "inception"
     )
     with pytest.raises(ConfigError, match="unknown model 'alexnet'"):
         build_model("alexnet")

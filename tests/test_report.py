@@ -127,7 +127,7 @@ def test_run_scenario_turns_errors_into_one_line(capsys: pytest.CaptureFixture[s
     def fail() -> None:
         raise ConfigError("--trace: nope")
 
-    assert run_scenario("demo", fail) == 2
+    assert run_scenario("demo", fail) == 1
     assert capsys.readouterr().err == "demo: error: --trace: nope\n"
     assert run_scenario("demo", lambda: None) == 0
 

@@ -168,7 +168,7 @@ def test_bad_option_is_one_line(
     option: str,
     value: str,
 ) -> None:
-    assert scenario.main([*SMALL, option, value, "--out", str(tmp_path)]) == 2
+    assert scenario.main([*SMALL, option, value, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"heterogeneous: error: {option}") and len(err.splitlines()) == 1
     assert not any(tmp_path.iterdir())

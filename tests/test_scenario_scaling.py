@@ -61,7 +61,7 @@ def test_prints_tables_and_saves_the_data_and_the_figure(
 
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     scenario = load_scenario("scaling")
-    assert scenario.main([*SMALL, "--trace", "no-such-trace", "--out", str(tmp_path)]) == 2
+    assert scenario.main([*SMALL, "--trace", "no-such-trace", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-trace" in err[0]
     with pytest.raises(SystemExit) as exit_info:

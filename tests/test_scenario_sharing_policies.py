@@ -153,7 +153,7 @@ def test_second_run_refuses_to_overwrite(
 def test_bad_rho_t_is_one_line(
     scenario: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert scenario.main([*SMALL, "--rho-t", "1.5", "--out", str(tmp_path)]) == 2
+    assert scenario.main([*SMALL, "--rho-t", "1.5", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("sharing_policies: error: --rho-t") and len(err.splitlines()) == 1
 

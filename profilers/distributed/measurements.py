@@ -14,10 +14,15 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
                       "link_rate_bps": 1e8} | null,   # optional: a ring AllReduce alone
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
+
+A run of a compacted file (:func:`compacted`, for files kept in a repository) may have no spans
+and carry ``"compute_s_per_layer"`` instead: its mean forward+backward seconds per worker-step
+of each layer after warm-up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -41,6 +46,7 @@ from simcore.files import atomic_output, read_json_file
 __all__ = [
     "MeasuredPoint",
     "Measurements",
+    "compacted",
     "load_measurements",
     "measurements_from_dict",
     "measurements_to_dict",
@@ -78,6 +84,44 @@ class Measurements:
     alone: RunResult
     points: tuple[MeasuredPoint, ...]
     ring: RingGoodput | None = None
+
+
+COMPACT_DECIMALS = 7  # timestamps and durations to 0.1 us: far below any op the runs time
+
+
+def compacted(m: Measurements) -> Measurements:
+    """``m`` small enough to keep in a repository. Every run keeps its steps and its compute
+    per layer (throughput and the co-location slowdown are measured from them); the solo and
+    alone runs (the trace is built from them) and the first run of each architecture's largest
+    W (the timeline figures show it) keep all their spans. Timestamps are rounded to 0.1 us.
+    """
+    largest: dict[Architecture, int] = {}
+    for p in m.points:
+        largest[p.architecture] = max(largest.get(p.architecture, 0), p.workers)
+    points = tuple(
+        dataclasses.replace(
+            p,
+            runs=tuple(
+                _rounded(
+                    run if k == 0 and p.workers == largest[p.architecture] else run.without_spans()
+                )
+                for k, run in enumerate(p.runs)
+            ),
+        )
+        for p in m.points
+    )
+    return dataclasses.replace(m, solo=_rounded(m.solo), alone=_rounded(m.alone), points=points)
+
+
+def _rounded(run: RunResult) -> RunResult:
+    def r(x: float) -> float:
+        return round(x, COMPACT_DECIMALS)
+
+    spans = tuple(
+        dataclasses.replace(s, start_s=r(s.start_s), duration_s=r(s.duration_s)) for s in run.spans
+    )
+    steps = tuple(dataclasses.replace(s, start_s=r(s.start_s), end_s=r(s.end_s)) for s in run.steps)
+    return dataclasses.replace(run, spans=spans, steps=steps)
 
 
 def measurements_to_dict(m: Measurements) -> dict[str, Any]:

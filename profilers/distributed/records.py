@@ -9,6 +9,7 @@ here does; throughput uses each worker's own step ends).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -102,7 +103,9 @@ class RunResult:
     """Everything measured in one run; ``final_state`` holds the trained parameters.
 
     ``final_state`` comes from the servers (PS) or worker 0 (AllReduce), keyed like the model's
-    ``state_dict`` parameters; it is not part of the JSON dump.
+    ``state_dict`` parameters; it is not part of the JSON dump. ``compute_summary`` stands in for
+    compute spans a compacted run no longer holds (:meth:`without_spans`): its
+    :meth:`compute_s_per_layer` as measured from them.
     """
 
     config: RunConfig
@@ -111,6 +114,7 @@ class RunResult:
     spans: tuple[Span, ...]
     steps: tuple[StepRecord, ...]
     final_state: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    compute_summary: Mapping[str, float] | None = None
 
     # --- throughput ----------------------------------------------------------------------------
 
@@ -152,8 +156,11 @@ class RunResult:
         """Mean forward+backward seconds per worker-step of each layer, after warm-up.
 
         The mean is over the worker-steps present in the spans (a single rank's records from a
-        torchrun launch hold only that worker's).
+        torchrun launch hold only that worker's). A run without spans gives its
+        ``compute_summary``.
         """
+        if not self.spans and self.compute_summary is not None:
+            return dict(self.compute_summary)
         sums: dict[str, float] = defaultdict(float)
         worker_steps: set[tuple[int, int]] = set()
         for span in self._measured(COMPUTE_KINDS):
@@ -176,6 +183,13 @@ class RunResult:
         }
         return SlowdownReport(
             self.config.workers, self.compute_s_per_step(), solo.compute_s_per_step(), per_layer
+        )
+
+    def without_spans(self) -> RunResult:
+        """The run with its steps and its compute per layer (``compute_summary``) but no spans:
+        what throughput and the co-location slowdown are measured from, in a few kilobytes."""
+        return dataclasses.replace(
+            self, spans=(), compute_summary=self.compute_s_per_layer(), final_state={}
         )
 
     def _measured(self, kinds: Iterable[str]) -> Iterable[Span]:
@@ -215,7 +229,11 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         "steps": [asdict(s) for s in result.steps],
         "span_fields": list(Span.__slots__),
         "spans": [[getattr(s, f) for f in Span.__slots__] for s in result.spans],
-    }
+    } | (
+        {}
+        if result.compute_summary is None
+        else {"compute_s_per_layer": dict(result.compute_summary)}
+    )
 
 
 def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
@@ -256,11 +274,25 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         spans = tuple(_span_from_row(row) for row in data["spans"])
         where = "model_name"
         model_name = str(data["model_name"])
+        where = "compute_s_per_layer"
+        raw_summary = data.get("compute_s_per_layer")
+        summary = (
+            None
+            if raw_summary is None
+            else {str(k): _nonnegative(v) for k, v in dict(raw_summary).items()}
+        )
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f"{source}: {where}: {err}") from None
-    return RunResult(config, model_name, layer_nbytes, spans, steps)
+    return RunResult(config, model_name, layer_nbytes, spans, steps, compute_summary=summary)
+
+
+def _nonnegative(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{value!r} is not a duration in seconds")
+    return number
 
 
 def config_from_dict(raw: Any) -> RunConfig:

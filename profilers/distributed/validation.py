@@ -25,11 +25,12 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    twice and with the coarse model. *simulator*: the workers share their cores
    (``colocated_workers = W``, ``host_cpu_cores``, ``worker_cpu_cores`` = torch threads per
    rank: processor sharing of the cores, SEMANTICS.md) but each has its own link
-   (``shared_nic=False``), and concurrent transfers get the measured unequal shares.
-   The simulator replays the computation alone and puts the transfers' CPU work
-   (``comm_cpu_s_per_byte``) on the cores beside it. *ideal*: the paper's replay of the
-   profiled step as it ran (its computation as its own transfers slowed it), every worker on a
-   host of its own, equal shares.
+   (``shared_nic=False``), and concurrent transfers get the measured unequal shares. For a
+   parameter server it replays the profile as it ran (each worker computes as the one worker
+   did beside its own transfers); for ring AllReduce, whose one-worker run sends nothing, the
+   computation alone with the transfers' CPU work (``comm_cpu_s_per_byte``) put on the cores
+   beside it (:meth:`Predictor.replayed_trace` says why). *ideal*: the paper's replay of the
+   profiled step as it ran, every worker on a host of its own, equal shares.
 3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
    compute per step of the W-worker run over the solo run's.
 
@@ -41,10 +42,13 @@ numbers are noisy: accuracy must be judged on an idle one.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
@@ -68,6 +72,8 @@ from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim.phases import ONE_WORKER, replication_phases
+from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_seconds
 
@@ -84,8 +90,12 @@ __all__ = [
     "validate",
 ]
 
-SIM_STEPS = 300
+SIM_STEPS = 300  # the cap of a prediction's run (steps per worker); a timeline's fixed length
 SIM_WARMUP_STEPS = 30
+# Predictions run to this precision (the CLI's default rule) rather than always to the cap: the
+# measured runs they are compared with vary by several percent, and a campaign of a few hundred
+# points is then assessed in tens of seconds rather than minutes.
+SIM_RULE = PrecisionRule(target=DEFAULT_PRECISION, max_steps=SIM_STEPS)
 # Asynchronous workers settle in lock-step or alternating depending on small differences (the
 # seed, or a bandwidth 0.05% off, moves one W = 2 prediction by 6%): a prediction is the mean of
 # independent replications, not one run's draw.
@@ -115,6 +125,13 @@ class ValidationPoint:
     simulated_ideal: float
     coarse: float
     slowdown: float
+    # How the workers' steps went, measured (over the runs) and simulated (over the seeds): the
+    # 5%, 50% and 95% quantiles of the post-warm-up step times (s), and the phase pattern of
+    # each run or seed (simcore.sim.phases: lock-step, pipelined, drifting, mixed).
+    measured_step_s: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    simulated_step_s: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    measured_phases: tuple[str, ...] = ()
+    simulated_phases: tuple[str, ...] = ()
 
     @property
     def measured_mean(self) -> float:
@@ -289,9 +306,12 @@ def assess(
     bandwidth_bps: float | None = None,
     link: LinkSettings | None = None,
     progress: Progress | None = None,
+    ideal: bool = True,
 ) -> ValidationReport:
     """Predict every measured point from the solo profile and compare (no real runs: a saved
-    validation can be assessed again, e.g. after a change to the model).
+    validation can be assessed again, e.g. after a change to the model). ``ideal=False``
+    leaves out the papers' replay on ideal hosts (``simulated_ideal`` is then nan), which a
+    campaign does not report.
 
     ``bandwidth_bps``: the link for the predictions; None: the testbed's one-flow goodput, or
     on loopback the bandwidth fitted to the solo run's transfers. ``link``: values (from options
@@ -323,6 +343,7 @@ def assess(
         bandwidth = Sourced(own.bandwidth_bps, what)
         if own.ring_goodput is not None:
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
+
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
     own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
@@ -346,8 +367,19 @@ def assess(
     cores = testbed.worker_cores(Architecture.PS_ASYNC)
     own = with_transfer_cpu(own, comm_cpu, cores)
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
-    model_of = dataclasses.replace(fitting, alone=alone, comm_cpu_s_per_byte=cpu.value)
+    # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work the one-worker
+    # run's transfers did, per byte (ring_cpu_work_s_per_byte).
+    ring_work = ring_cpu_work_s_per_byte(trace, alone) if cpu.source == "fitted" else None
+    model_of = dataclasses.replace(
+        fitting, alone=alone, comm_cpu_s_per_byte=cpu.value, ring_cpu_work_s_per_byte=ring_work
+    )
     link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile)
+    if ring_work is not None:
+        link_text += (
+            f"; ring AllReduce: the transfers' CPU work {ring_work * 1e9:.3g} ns per byte sent "
+            "or received (the one-worker run's computation beside its transfers, less alone, "
+            "per byte moved), done by the worker after each all-reduce"
+        )
     ring_text = (
         ""
         if ring_bandwidth_bps is None
@@ -358,7 +390,10 @@ def assess(
         f"cv {weight_cv.value:.3f}; {comm_cpu_text(comm_cpu)}"
     )
     say(link_text)
-    points = tuple(model_of.point(p.architecture, p.workers, p.runs, solo) for p in measured.points)
+    points = tuple(
+        model_of.point(p.architecture, p.workers, p.runs, solo, ideal=ideal)
+        for p in measured.points
+    )
     # The profile against its own run: what the trace misses (gaps between ops) shows here,
     # apart from any effect of W.
     solo_sim = model_of.simulated(Architecture.PS_ASYNC, 1)
@@ -428,6 +463,9 @@ class Predictor:
     ring_bandwidth_bps: float | None = None  # a ring AllReduce's measured goodput; None: link's
     ring: RingGoodput | None = None  # a profile's ring goodput per W (over ring_bandwidth_bps)
     latency_s: float = 0.0  # per transfer (from an option or a profile)
+    # A ring's transfers' CPU work per byte a worker sends or receives, done by the worker after
+    # each all-reduce (ring_cpu_work_s_per_byte); None: comm_cpu_s_per_byte's model instead.
+    ring_cpu_work_s_per_byte: float | None = None
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -452,6 +490,11 @@ class Predictor:
         elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
+        if sim_arch == "allreduce" and self.ring_cpu_work_s_per_byte is not None:
+            # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes, and the
+            # simulator charges parse_alpha per byte of the layer (SimulationConfig).
+            per_layer_byte = self.ring_cpu_work_s_per_byte * 4 * (workers - 1) / workers
+            config = dataclasses.replace(config, parse_alpha_s_per_byte=per_layer_byte)
         return dataclasses.replace(
             config,
             colocated_workers=workers,
@@ -459,15 +502,39 @@ class Predictor:
             worker_cpu_cores=min(float(self.base.threads or cores), cores),
             shared_nic=False,
             flow_weight_cv=self.flow_weight_cv if sim_arch == "ps" else 0.0,
-            comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self.alone is not None else 0.0,
+            comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self._rate_coupled_cpu(arch) else 0.0,
         )
 
     def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
         return self.simulation(arch, workers, ideal=ideal).examples_per_s.value
 
-    def replayed_trace(self, *, ideal: bool = False) -> Trace:
-        """The trace the simulator replays: the computation alone, or (``ideal``) the profile."""
-        return self.trace if ideal or self.alone is None else self.alone
+    def replayed_trace(self, arch: Architecture | None = None, *, ideal: bool = False) -> Trace:
+        """The trace the simulator replays for ``arch``: the one-worker parameter-server run
+        as it ran (the profile) for the parameter-server architectures and for ``ideal``; the
+        computation alone, with the transfers' CPU work put back by the simulator, for ring
+        AllReduce (None: the latter when there is one).
+
+        A parameter server's workers compute as the one-worker run did beside its own
+        transfers: each worker's transfers per step are the same whatever W, and what they
+        cost the computation is in that run's measured compute, however it arises. The
+        per-byte cost fitted to it cannot reproduce it when the slowdown does not come from
+        work running beside the computation (strict phases: 1.18x slower computation with no
+        transfer in flight, resnet8 at 300 Mbit/s), and it then under-predicted the step by
+        10-20%. A ring's workers send no bytes in a one-worker run, so their transfers' work
+        has to be modelled.
+        """
+        if not ideal and self.alone is not None and self._replays_alone(arch):
+            return self.alone
+        return self.trace
+
+    def _replays_alone(self, arch: Architecture | None) -> bool:
+        return self.alone is not None and (arch is None or not arch.uses_servers)
+
+    def _rate_coupled_cpu(self, arch: Architecture) -> bool:
+        """Whether ``comm_cpu_s_per_byte`` (work beside each transfer, at its pace) models the
+        transfers' CPU work: for a ring replaying the computation alone, when no measured
+        per-byte work (``ring_cpu_work_s_per_byte``) replaces it."""
+        return self._replays_alone(arch) and self.ring_cpu_work_s_per_byte is None
 
     def simulation(
         self, arch: Architecture, workers: int, *, ideal: bool = False, timeline: bool = False
@@ -477,24 +544,97 @@ class Predictor:
         config = self.config(arch, workers, ideal=ideal)
         if timeline:
             config = dataclasses.replace(config, timeline=True, replications=1)
-        return simulate(self.replayed_trace(ideal=ideal), config)
+            return simulate(self.replayed_trace(arch, ideal=ideal), config)
+        if config.mode != "async" or workers < 2:
+            # One run's batch means give the interval: nothing to average over seeds.
+            config = dataclasses.replace(config, replications=1)
+        return simulate_to_precision(self.replayed_trace(arch, ideal=ideal), config, SIM_RULE)
 
     def point(
-        self, arch: Architecture, workers: int, runs: Sequence[RunResult], solo: RunResult
+        self,
+        arch: Architecture,
+        workers: int,
+        runs: Sequence[RunResult],
+        solo: RunResult,
+        *,
+        ideal: bool = True,
     ) -> ValidationPoint:
         sim_arch, mode = _SIM_SHAPE[arch]
         sharing = "allreduce" if sim_arch == "allreduce" else "ps"
         candidate = Candidate(sim_arch, mode, sharing, workers)
         worker_type = worker_type_from_trace(self.trace)
+        simulated = self.simulation(arch, workers)
         return ValidationPoint(
             architecture=arch.value,
             workers=workers,
             measured=tuple(r.examples_per_s for r in runs),
-            simulated=self.simulated(arch, workers),
-            simulated_ideal=self.simulated(arch, workers, ideal=True),
+            simulated=simulated.examples_per_s.value,
+            simulated_ideal=self.simulated(arch, workers, ideal=True) if ideal else math.nan,
             coarse=analytic_examples_per_s(candidate, worker_type, self.bandwidth_bps),
             slowdown=statistics.fmean(r.slowdown_vs(solo).ratio for r in runs),
+            measured_step_s=measured_step_quantiles(runs),
+            simulated_step_s=simulated_step_quantiles(simulated),
+            measured_phases=tuple(measured_phase_label(r) for r in runs),
+            simulated_phases=tuple(p.label for p in simulated.phases),
         )
+
+
+def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:
+    """The CPU work a worker's transfers cost per byte it sends or receives, from its one-worker
+    parameter-server run: that run's computation per step beside its transfers (``trace``) less
+    the computation alone (``alone``), over the bytes it pulled and pushed per step.
+
+    What a ring's workers then pay, per byte they send or receive, on their own cores: the
+    copies, the reduction, the network stack. On the 2-core VM the rings ran short of CPU with
+    two to four workers (examples/s flat in W), which this work, counted in full rather than
+    only while a transfer runs (``comm_cpu_s_per_byte``), reproduces; the one-worker run holds
+    it, since there the transfers' work could only slow the computation.
+    """
+    moved = sum(op.nbytes or 0 for op in trace.ops if op.is_communication)
+    if moved <= 0:
+        return 0.0
+    extra = compute_s_per_step(trace) - compute_s_per_step(alone)
+    return max(extra, 0.0) / moved
+
+
+STEP_QUANTILES = (0.05, 0.5, 0.95)
+
+
+def measured_step_quantiles(runs: Sequence[RunResult]) -> tuple[float, float, float]:
+    """The 5%, 50% and 95% quantiles (s) of every worker's post-warm-up step times (each step
+    from the previous one's end, as the simulator counts them), pooled over ``runs``."""
+    times: list[float] = []
+    for run in runs:
+        for steps in run.steps_by_worker().values():
+            ends = [s.end_s for s in steps]
+            k = max(run.config.warmup, 1)
+            times += [b - a for a, b in zip(ends[k - 1 : -1], ends[k:], strict=True)]
+    if not times:
+        return (math.nan, math.nan, math.nan)
+    q = np.quantile(times, STEP_QUANTILES)
+    return (float(q[0]), float(q[1]), float(q[2]))
+
+
+def simulated_step_quantiles(result: SimulationResult) -> tuple[float, float, float]:
+    """The workers' median of each step-time quantile (s) of a simulated run."""
+    rows = [(w.p05_step_s, w.median_step_s, w.p95_step_s) for w in result.workers]
+    if not rows:
+        return (math.nan, math.nan, math.nan)
+    q = np.median(np.array(rows), axis=0)
+    return (float(q[0]), float(q[1]), float(q[2]))
+
+
+def measured_phase_label(run: RunResult) -> str:
+    """How a real run's workers lined up (:mod:`simcore.sim.phases`), from their step ends."""
+    by_worker = run.steps_by_worker()
+    if len(by_worker) < 2:
+        return ONE_WORKER
+    origin = min(s.start_s for s in run.steps)
+    length = min(len(steps) for steps in by_worker.values())
+    ends = np.array(
+        [[s.end_s - origin for s in steps[:length]] for _, steps in sorted(by_worker.items())]
+    )
+    return replication_phases(ends, run.config.warmup, 0, 0.0).label
 
 
 # --- presenting a report -------------------------------------------------------------------------

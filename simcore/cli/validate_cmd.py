@@ -115,9 +115,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from-runs",
         metavar="FILE",
+        action="append",
         help="predict again from the runs an earlier validation saved (validate-runs.json.gz) "
         "instead of running anything; the options above, except --bandwidth, are then those "
-        "of the saved runs",
+        "of the saved runs. sgdsim validate also takes a campaign: a folder of such files, "
+        "the option repeated, or the shipped 'campaign' (the README's accuracy table)",
     )
 
 
@@ -150,8 +152,60 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--force", action="store_true", help="overwrite existing --out/--save-runs/--save-network"
     )
+    p.add_argument(
+        "--fit-rate",
+        metavar="RATE",
+        help="with a campaign (--from-runs given a folder, several files or a shipped name such "
+        "as 'campaign'): the link rate of the half declared for fitting; the summary marks "
+        "the other half as held out",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
+
+
+def is_campaign(from_runs: list[str]) -> bool:
+    """Whether ``--from-runs`` names a campaign (several files, a folder, a shipped campaign)
+    rather than one validation's saved runs."""
+    if len(from_runs) > 1:
+        return True
+    path = Path(from_runs[0])
+    if path.is_dir():
+        return True
+    if path.exists():
+        return False
+    from profilers.distributed.campaign import shipped_campaigns
+
+    return from_runs[0] in shipped_campaigns()
+
+
+def assess_campaign_with(args: argparse.Namespace) -> Any:
+    """The campaign ``--from-runs`` names, assessed with the link options given (shared with
+    ``scenarios/validation_campaign.py``)."""
+    from profilers.distributed.campaign import assess_campaign
+
+    fit = parse_bandwidth(args.fit_rate, name="--fit-rate") if args.fit_rate else None
+    progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
+    return assess_campaign(
+        args.from_runs, link=link_settings(args), fit_rate_bps=fit, progress=progress
+    )
+
+
+def _run_campaign(args: argparse.Namespace) -> int:
+    from profilers.distributed.campaign import campaign_point_table, campaign_text
+
+    for option in ("out", "save_runs", "save_network"):
+        if getattr(args, option) is not None:
+            name = "-o/--out" if option == "out" else "--" + option.replace("_", "-")
+            given = " ".join(args.from_runs)
+            raise ConfigError(f"{name}: not with a campaign (--from-runs {given})")
+    report = assess_campaign_with(args)
+    if args.json:
+        points = [dict(row) for row in campaign_point_table(report).rows]
+        context = {"sources": list(report.sources), "fit_rate_bps": report.fit_rate_bps}
+        print_json(args, "validate", points, context=context)
+    else:
+        print(campaign_text(report))
+    return 0
 
 
 def validate_with(
@@ -166,7 +220,12 @@ def validate_with(
     link = link_settings(args)  # only values given (not defaults) replace what is measured
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     if args.from_runs:
-        measured = load_measurements(args.from_runs)
+        if is_campaign(args.from_runs):
+            raise ConfigError(
+                f"--from-runs: one file of saved runs here; several, a folder or a shipped "
+                f"campaign ({' '.join(args.from_runs)}): python scenarios/validation_campaign.py"
+            )
+        measured = load_measurements(args.from_runs[0])
         return assess(measured, link=link, progress=progress)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     return validate(
@@ -191,6 +250,13 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
+    if args.from_runs and is_campaign(args.from_runs):
+        return _run_campaign(args)
+    if args.fit_rate is not None:
+        raise ConfigError(
+            "--fit-rate: only with a campaign (--from-runs given a folder, several files or a "
+            "shipped campaign)"
+        )
     # Checked before minutes of training, not after.
     if args.out is not None:
         check_output(args.out, "-o/--out", force=args.force)
@@ -200,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--save-runs: {args.save_runs} is also the trace's path (-o)")
         if args.from_runs:
             raise ConfigError(
-                f"--save-runs: not with --from-runs ({args.from_runs} holds the runs already)"
+                f"--save-runs: not with --from-runs ({args.from_runs[0]} holds the runs already)"
             )
     if args.save_network is not None:
         check_output(args.save_network, "--save-network", force=args.force)

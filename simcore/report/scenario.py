@@ -36,7 +36,7 @@ from simcore.sim.precision import stopping_note
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth
 
-EXIT_USAGE = 2
+EXIT_BAD_INPUT = 1  # the exit codes of sgdsim itself (simcore.cli.main, README)
 EXIT_INTERRUPTED = 130
 
 
@@ -268,12 +268,13 @@ def finding_line(sentence: str) -> str:
 
 
 def run_scenario(name: str, body: Callable[[], None]) -> int:
-    """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 2."""
+    """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 1 (bad
+    input), as from ``sgdsim`` itself; what argparse refuses exits 2 before ``body`` runs."""
     try:
         body()
     except SgdsimError as err:
         print(f"{name}: error: {user_message(str(err))}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -1,0 +1,316 @@
+"""A validation campaign: many saved validations assessed together, errors summarized by half.
+
+One validation (:mod:`profilers.distributed.validation`) is one model at one link rate with one
+overlap mode. A campaign is a folder of their saved runs (``validate-runs.json.gz`` files, kept
+compacted with :func:`~profilers.distributed.measurements.compacted`): every file is predicted
+from its own one-worker profile and its own link measurement, exactly as ``sgdsim validate``
+predicts a fresh validation, and the errors are summarized per architecture (with its overlap
+mode) and per *half*: the link rate. Anything tuned on the campaign is tuned on one declared
+half (``fit_rate_bps``); the other half is the held-out error that is reported.
+
+Pure assessment: no real runs, no plotting; files are read by
+:func:`~profilers.distributed.measurements.load_measurements`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from profilers.distributed.measurements import load_measurements
+from profilers.distributed.validation import ValidationPoint, ValidationReport, assess
+from simcore.errors import ConfigError
+from simcore.link_settings import LinkSettings
+from simcore.report.table import Column, Table
+from simcore.units import format_bandwidth
+
+__all__ = [
+    "CampaignReport",
+    "architecture_label",
+    "assess_campaign",
+    "campaign_async_table",
+    "campaign_files",
+    "campaign_point_table",
+    "campaign_summary_table",
+    "campaign_text",
+    "shipped_campaigns",
+]
+
+RUNS_SUFFIXES = (".json.gz", ".json")
+SHIPPED_PACKAGE = "simcore.data.validation"  # one folder of saved runs per shipped campaign
+ARCH_LABELS = {"ps-async": "PS async", "ps-sync": "PS sync", "allreduce": "ring AllReduce"}
+
+Progress = Callable[[str], None]
+
+
+def architecture_label(architecture: str, overlap: str) -> str:
+    """``ps-sync`` with ``strict`` -> ``PS sync, strict``: the campaign's architectures are the
+    runner's architectures with their overlap mode (strict phases or per-layer overlap)."""
+    return f"{ARCH_LABELS.get(architecture, architecture)}, {overlap}"
+
+
+def campaign_files(paths: Iterable[str]) -> list[tuple[str, Path]]:
+    """Each path as given with the file it names: a file itself, or every saved-runs file in a
+    folder and its sub-folders (sorted, so a campaign is assessed in the same order anywhere).
+
+    Raises
+    ------
+    ConfigError : a path does not exist, or a folder holds no saved runs.
+    """
+    found: list[tuple[str, Path]] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            inside = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(RUNS_SUFFIXES)
+            )
+            if not inside:
+                raise ConfigError(
+                    f"--from-runs: {given} holds no saved runs (*.json.gz or *.json files)"
+                )
+            found += [(str(Path(given) / p.relative_to(path)), p) for p in inside]
+        elif path.exists():
+            found.append((given, path))
+        elif given in shipped_campaigns():
+            folder = Path(str(resources.files(SHIPPED_PACKAGE).joinpath(given)))
+            found += [(f"{given}/{p.name}", p) for p in sorted(folder.glob("*.json.gz"))]
+        else:
+            names = ", ".join(shipped_campaigns()) or "(none shipped)"
+            raise ConfigError(
+                f"--from-runs: {given}: no such file or folder, and not a shipped campaign "
+                f"({names})"
+            )
+    return found
+
+
+def shipped_campaigns() -> list[str]:
+    """Names of the campaigns shipped with sgdsim (folders of saved runs), sorted."""
+    folder = resources.files(SHIPPED_PACKAGE)
+    return sorted(
+        p.name for p in folder.iterdir() if p.is_dir() and any(p.iterdir()) and p.name[0] != "_"
+    )
+
+
+@dataclass(frozen=True)
+class CampaignReport:
+    """Every validation of a campaign, assessed; ``sources`` names each one's file as given.
+    ``fit_rate_bps``: the link rate of the half any tuning used (None: nothing declared)."""
+
+    sources: tuple[str, ...]
+    reports: tuple[ValidationReport, ...]
+    fit_rate_bps: float | None = None
+
+    def rows(self) -> list[tuple[ValidationReport, ValidationPoint, str]]:
+        """(validation, point, architecture label) for every point of every validation."""
+        return [
+            (r, p, architecture_label(p.architecture, _overlap(r)))
+            for r in self.reports
+            for p in r.points
+        ]
+
+    def halves(self) -> list[float | None]:
+        """The link rates of the campaign, fit half (if declared) first."""
+        rates = sorted({r.link_rate_bps for r in self.reports}, key=lambda x: (x is None, x or 0))
+        if self.fit_rate_bps in rates:
+            rates.remove(self.fit_rate_bps)
+            rates.insert(0, self.fit_rate_bps)
+        return rates
+
+    def abs_errors(self, rate: float | None = None, label: str | None = None) -> list[float]:
+        """|simulator error| of the points at link rate ``rate`` (None: every rate) and of the
+        architecture ``label`` (None: every architecture)."""
+        return [
+            abs(p.error(p.simulated))
+            for r, p, lab in self.rows()
+            if (rate is None or r.link_rate_bps == rate) and (label is None or lab == label)
+        ]
+
+
+def assess_campaign(
+    paths: Sequence[str],
+    *,
+    link: LinkSettings | None = None,
+    fit_rate_bps: float | None = None,
+    progress: Progress | None = None,
+) -> CampaignReport:
+    """Assess every saved validation under ``paths`` (files or folders, see
+    :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one.
+
+    Raises
+    ------
+    ConfigError : a path is missing or a file is not saved runs (named), or ``fit_rate_bps`` is
+        not one of the campaign's link rates.
+    """
+    say = progress or (lambda _line: None)
+    files = campaign_files(paths)
+    reports = []
+    for k, (given, path) in enumerate(files, 1):
+        say(f"assessing {k}/{len(files)}: {given}")
+        reports.append(assess(load_measurements(path), link=link, ideal=False))
+    rates = {r.link_rate_bps for r in reports}
+    if fit_rate_bps is not None and fit_rate_bps not in rates:
+        known = ", ".join(_rate_text(r) for r in sorted(rates, key=lambda x: x or 0))
+        raise ConfigError(
+            f"--fit-rate: {_rate_text(fit_rate_bps)} is not a link rate of the campaign ({known})"
+        )
+    return CampaignReport(tuple(g for g, _ in files), tuple(reports), fit_rate_bps)
+
+
+POINT_COLUMNS = (
+    Column("model", "model"),
+    Column("link", "link"),
+    Column("architecture", "architecture"),
+    Column("workers", "W", "{:d}"),
+    Column("measured", "measured"),
+    Column("spread_percent", "spread%", "{:.1f}"),
+    Column("simulated", "sim"),
+    Column("simulated_error_percent", "err%", "{:+.1f}"),
+    Column("coarse", "coarse"),
+    Column("coarse_error_percent", "err%", "{:+.1f}"),
+    Column("slowdown", "compute x", "{:.2f}"),
+)
+
+
+def campaign_point_table(report: CampaignReport) -> Table:
+    """Every point: measured examples/s (mean of its runs), the simulator's and the coarse
+    model's predictions with their errors, and the measured co-location compute slowdown."""
+    table = Table(
+        "every point (examples/s over all workers; err% against the measured mean)",
+        POINT_COLUMNS,
+    )
+    for r, p, label in report.rows():
+        table.add(
+            model=f"{r.model_name}-b{r.batch_size}",
+            link=_rate_text(r.link_rate_bps),
+            architecture=label,
+            workers=p.workers,
+            measured=p.measured_mean,
+            spread_percent=100 * p.spread,
+            simulated=p.simulated,
+            simulated_error_percent=100 * p.error(p.simulated),
+            coarse=p.coarse,
+            coarse_error_percent=100 * p.error(p.coarse),
+            slowdown=p.slowdown,
+        )
+    return table
+
+
+SUMMARY_COLUMNS = (
+    Column("half", "link (half)"),
+    Column("architecture", "architecture"),
+    Column("points", "points", "{:d}"),
+    Column("mean_abs_error_percent", "mean |err|%", "{:.1f}"),
+    Column("max_abs_error_percent", "max |err|%", "{:.1f}"),
+)
+
+
+def campaign_summary_table(report: CampaignReport) -> Table:
+    """The simulator's mean and maximum absolute error per half and architecture, each half
+    over all its architectures, and the whole campaign."""
+    table = Table("the simulator's error by half and architecture", SUMMARY_COLUMNS)
+    labels = sorted({label for _, _, label in report.rows()})
+    halves: list[tuple[str, float | None, bool]] = [
+        (_half_text(report, rate), rate, True) for rate in report.halves()
+    ]
+    halves.append(("all", None, False))
+    for name, rate, by_rate in halves:
+        for label in [*labels, None]:
+            errors = report.abs_errors(rate if by_rate else None, label)
+            if not errors:
+                continue
+            table.add(
+                half=name,
+                architecture=label or "all",
+                points=len(errors),
+                mean_abs_error_percent=100 * statistics.fmean(errors),
+                max_abs_error_percent=100 * max(errors),
+            )
+    return table
+
+
+def _half_text(report: CampaignReport, rate: float | None) -> str:
+    if report.fit_rate_bps is None:
+        return _rate_text(rate)
+    return _rate_text(rate) + (" (fit)" if rate == report.fit_rate_bps else " (held out)")
+
+
+ASYNC_COLUMNS = (
+    Column("model", "model"),
+    Column("link", "link"),
+    Column("architecture", "architecture"),
+    Column("workers", "W", "{:d}"),
+    Column("measured_phases", "measured runs"),
+    Column("simulated_phases", "simulated seeds"),
+    Column("measured_step_p50_ms", "step p50 ms"),
+    Column("simulated_step_p50_ms", "sim"),
+    Column("measured_step_p95_ms", "p95 ms"),
+    Column("simulated_step_p95_ms", "sim"),
+)
+
+
+def campaign_async_table(report: CampaignReport) -> Table:
+    """Async-SGD with W >= 2: how the workers lined up in each real run and in each simulated
+    seed (:mod:`simcore.sim.phases`), and the median and 95% quantile of their step times."""
+    table = Table(
+        "Async-SGD: phase pattern of each run / seed, and the workers' step times",
+        ASYNC_COLUMNS,
+    )
+    for r, p, label in report.rows():
+        if p.architecture != "ps-async" or p.workers < 2:
+            continue
+        table.add(
+            model=f"{r.model_name}-b{r.batch_size}",
+            link=_rate_text(r.link_rate_bps),
+            architecture=label,
+            workers=p.workers,
+            measured_phases=_counts(p.measured_phases),
+            simulated_phases=_counts(p.simulated_phases),
+            measured_step_p50_ms=1e3 * p.measured_step_s[1],
+            simulated_step_p50_ms=1e3 * p.simulated_step_s[1],
+            measured_step_p95_ms=1e3 * p.measured_step_s[2],
+            simulated_step_p95_ms=1e3 * p.simulated_step_s[2],
+        )
+    return table
+
+
+def _counts(labels: Sequence[str]) -> str:
+    """``('drifting', 'pipelined', 'drifting')`` -> ``drifting 2, pipelined 1``."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def campaign_text(report: CampaignReport) -> str:
+    """What was assessed, every point, and the summary by architecture and half."""
+    models = sorted({f"{r.model_name}-b{r.batch_size}" for r in report.reports})
+    runs = sum(len(p.measured) for _, p, _ in report.rows())
+    lines = [
+        f"{len(report.reports)} validations ({', '.join(models)}; links "
+        f"{', '.join(_rate_text(r) for r in report.halves())}), {len(report.rows())} points, "
+        f"{runs} real runs; each predicted from its own one-worker profile and link measurement",
+        "",
+        campaign_point_table(report).text(),
+        "",
+    ]
+    async_table = campaign_async_table(report)
+    if async_table.rows:
+        lines += [async_table.text(), ""]
+    lines.append(campaign_summary_table(report).text())
+    return "\n".join(lines)
+
+
+def _overlap(report: ValidationReport) -> str:
+    measured = report.measurements
+    return measured.base.overlap.value if measured is not None else "layerwise"
+
+
+def _key(label: str) -> str:
+    return label.lower().replace(", ", "_").replace(" ", "_")
+
+
+def _rate_text(rate: float | None) -> str:
+    return "loopback" if rate is None else format_bandwidth(rate)

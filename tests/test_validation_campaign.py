@@ -1,0 +1,247 @@
+"""A validation campaign: runs compacted to keep in the repository, and many saved validations
+assessed together with their errors summarized by half and architecture.
+
+The runs are built by hand (no training, see test_validation_measurements.py); the shipped
+campaign is assessed once, so that the README's table is what the data in the repository gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from test_validation_measurements import measurements
+
+from profilers.distributed.campaign import (
+    architecture_label,
+    assess_campaign,
+    campaign_files,
+    campaign_point_table,
+    campaign_summary_table,
+    shipped_campaigns,
+)
+from profilers.distributed.config import Overlap, RunConfig
+from profilers.distributed.measurements import (
+    Measurements,
+    compacted,
+    load_measurements,
+    measurements_to_dict,
+    save_measurements,
+)
+from profilers.distributed.records import RunResult, StepRecord, run_from_dict, run_to_dict
+from profilers.distributed.validation import measured_phase_label, measured_step_quantiles
+from simcore.cli.main import main
+from simcore.errors import ConfigError
+
+from output_support import output
+
+
+def test_a_compacted_run_keeps_its_throughput_and_compute_slowdown() -> None:
+    m = measurements()
+    small = compacted(m)
+    for before, after in zip(m.points, small.points, strict=True):
+        for k, (run, kept) in enumerate(zip(before.runs, after.runs, strict=True)):
+            assert math.isclose(kept.examples_per_s, run.examples_per_s, rel_tol=1e-9)
+            assert math.isclose(
+                kept.slowdown_vs(small.solo).ratio, run.slowdown_vs(m.solo).ratio, rel_tol=1e-6
+            )
+            largest = max(p.workers for p in m.points if p.architecture is before.architecture)
+            full = k == 0 and before.workers == largest
+            assert bool(kept.spans) == full, (before.architecture, before.workers, k)
+    # the trace is built from these: they stay whole
+    assert len(small.solo.spans) == len(m.solo.spans)
+    assert len(small.alone.spans) == len(m.alone.spans)
+
+
+def test_a_run_without_spans_comes_back_with_its_compute_per_layer() -> None:
+    run = measurements().points[1].runs[1].without_spans()
+    data = json.loads(json.dumps(run_to_dict(run)))
+    assert data["spans"] == [] and set(data["compute_s_per_layer"]) == {"fc1"}
+    back = run_from_dict(data, "r.json")
+    assert back.compute_s_per_layer() == run.compute_s_per_layer()
+    data["compute_s_per_layer"]["fc1"] = -1.0
+    with pytest.raises(ConfigError, match=r"r\.json: compute_s_per_layer: -1\.0 is not"):
+        run_from_dict(data, "r.json")
+
+
+def test_compacting_makes_the_file_smaller_and_it_loads(tmp_path: Path) -> None:
+    m = measurements()
+    full = save_measurements(m, tmp_path / "full.json")
+    small = save_measurements(compacted(m), tmp_path / "small.json")
+    assert small.stat().st_size < full.stat().st_size
+    back = load_measurements(small)
+    assert [len(p.runs) for p in back.points] == [len(p.runs) for p in m.points]
+
+
+def _campaign(tmp_path: Path) -> tuple[Path, list[Measurements]]:
+    """Two validations at two link rates, one of them with strict phases."""
+    first = measurements()
+    second = dataclasses.replace(
+        measurements(),
+        link_rate_bps=2e8,
+        base=dataclasses.replace(first.base, overlap=Overlap.STRICT),
+    )
+    folder = tmp_path / "campaign"
+    (folder / "b").mkdir(parents=True)
+    save_measurements(first, folder / "a.json.gz")
+    save_measurements(second, folder / "b" / "runs.json.gz")
+    (folder / "notes.txt").write_text("not runs\n")
+    return folder, [first, second]
+
+
+def test_a_folder_is_every_saved_runs_file_in_it_in_order(tmp_path: Path) -> None:
+    folder, _ = _campaign(tmp_path)
+    found = campaign_files([str(folder)])
+    assert [given for given, _ in found] == [
+        str(folder / "a.json.gz"),
+        str(folder / "b" / "runs.json.gz"),
+    ]
+    with pytest.raises(ConfigError, match="no such file or folder, and not a shipped campaign"):
+        campaign_files([str(tmp_path / "missing")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no saved runs"):
+        campaign_files([str(tmp_path / "empty")])
+
+
+def test_the_summary_is_the_mean_and_max_of_the_points_it_covers(tmp_path: Path) -> None:
+    folder, saved = _campaign(tmp_path)
+    report = assess_campaign([str(folder)], fit_rate_bps=1e8)
+    assert report.halves() == [1e8, 2e8]
+    points = campaign_point_table(report).rows
+    assert len(points) == sum(len(m.points) for m in saved)
+    assert {row["architecture"] for row in points} == {
+        architecture_label("ps-sync", "layerwise"),
+        architecture_label("allreduce", "layerwise"),
+        architecture_label("ps-sync", "strict"),
+        architecture_label("allreduce", "strict"),
+    }
+    summary = {(r["half"], r["architecture"]): r for r in campaign_summary_table(report).rows}
+    errors = [abs(float(r["simulated_error_percent"])) for r in points]  # type: ignore[arg-type]
+    whole = summary["all", "all"]
+    assert whole["points"] == len(points)
+    assert math.isclose(float(whole["mean_abs_error_percent"]), statistics.fmean(errors))  # type: ignore[arg-type]
+    assert math.isclose(float(whole["max_abs_error_percent"]), max(errors))  # type: ignore[arg-type]
+    held_out = [
+        abs(float(r["simulated_error_percent"]))  # type: ignore[arg-type]
+        for r in points
+        if r["link"] == "200 Mbit/s"
+    ]
+    row = summary["200 Mbit/s (held out)", "all"]
+    assert math.isclose(float(row["mean_abs_error_percent"]), statistics.fmean(held_out))  # type: ignore[arg-type]
+    assert ("100 Mbit/s (fit)", "all") in summary
+
+
+def test_a_fit_rate_outside_the_campaign_is_an_error(tmp_path: Path) -> None:
+    folder, _ = _campaign(tmp_path)
+    with pytest.raises(ConfigError, match=r"--fit-rate: 300 Mbit/s is not a link rate .*100"):
+        assess_campaign([str(folder)], fit_rate_bps=3e8)
+
+
+def test_validate_from_a_folder_prints_the_campaign_and_its_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, saved = _campaign(tmp_path)
+    args = ["validate", "--from-runs", str(folder), "--quiet", "--fit-rate", "100Mbit/s"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "the simulator's error by half and architecture" in text
+    assert "100 Mbit/s (fit)" in text and "200 Mbit/s (held out)" in text
+    assert main([*args, "--json"]) == 0
+    doc = output(capsys.readouterr().out)
+    assert len(doc["points"]) == sum(len(m.points) for m in saved)
+    assert doc["context"]["fit_rate_bps"] == 1e8
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--save-runs", "x.json.gz"], "--save-runs: not with a campaign"),
+        (["-o", "t.json"], "-o/--out: not with a campaign"),
+    ],
+)
+def test_a_campaign_refuses_the_options_of_one_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    folder, _ = _campaign(tmp_path)
+    assert main(["validate", "--from-runs", str(folder), "--quiet", *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_fit_rate_without_a_campaign_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    args = ["validate", "--from-runs", str(runs), "--fit-rate", "1Gbps", "--quiet"]
+    assert main(args) == 1
+    assert "--fit-rate: only with a campaign" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not shipped_campaigns(), reason="no campaign shipped")
+def test_the_shipped_campaign_loads_and_every_file_is_compact() -> None:
+    for name in shipped_campaigns():
+        files = campaign_files([name])
+        assert files, name
+        for given, path in files:
+            m = load_measurements(path)
+            assert m.link_rate_bps is not None, given  # made on the emulated cluster
+            assert measurements_to_dict(compacted(m)) == measurements_to_dict(m), (
+                f"{given} is not compacted: keep it small with profilers.distributed."
+                "measurements.compacted"
+            )
+
+
+def _two_worker_run(offset: float) -> RunResult:
+    """Two Async-SGD workers with 1 s steps, the second starting ``offset`` s after the first."""
+    config = RunConfig(
+        "mlp", architecture="ps-async", workers=2, servers=1, batch_size=8, steps=12, warmup=2
+    )
+    steps = tuple(
+        StepRecord(w, n, 100.0 + w * offset + n, 100.0 + w * offset + n + 1.0, 1.0)
+        for w in range(2)
+        for n in range(12)
+    )
+    return RunResult(config, "mlp", {"fc1": 4000}, (), steps)
+
+
+def test_a_real_runs_phase_pattern_is_read_from_its_step_ends() -> None:
+    assert measured_phase_label(_two_worker_run(0.0)) == "lock-step"
+    assert measured_phase_label(_two_worker_run(0.5)) == "pipelined"
+    assert measured_phase_label(measurements().solo) == "one worker"
+
+
+def test_measured_step_quantiles_count_each_step_from_the_previous_end() -> None:
+    run = _two_worker_run(0.3)
+    assert measured_step_quantiles([run]) == pytest.approx((1.0, 1.0, 1.0))
+    # Worker 0's step 5 ends 2 s late (and so do the later ones: they follow it), so one of the
+    # 2 x 10 measured steps takes 3 s. Sorted, 19 ones and a 3: numpy's linear quantile puts
+    # the 95% one at position 0.95 * 19 = 18.05, i.e. 1 + 0.05 * (3 - 1) = 1.1.
+    slow = tuple(
+        dataclasses.replace(s, end_s=s.end_s + 2.0 * (s.worker == 0 and s.step >= 5))
+        for s in run.steps
+    )
+    q = measured_step_quantiles([dataclasses.replace(run, steps=slow)])
+    assert q == pytest.approx((1.0, 1.0, 1.1))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
+def test_the_readme_table_is_what_the_shipped_campaign_gives() -> None:
+    """The README's accuracy table, row by row, against the shipped runs assessed now: a change
+    to the model that moves a number must update the README with it."""
+    report = assess_campaign(["campaign"], fit_rate_bps=3e8)
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    columns = ["PS async, layerwise", "PS sync, layerwise", "PS sync, strict"]
+    columns += ["ring AllReduce, layerwise", None]
+    for rate, row_start in ((3e8, "| 300 Mbit/s (fit half) |"), (5e8, "| 500 Mbit/s (held out) |")):
+        cells = []
+        for label in columns:
+            errors = report.abs_errors(rate, label)
+            cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+            cells.append(cell if label else f"**{cell}**")
+        row = row_start + "".join(f" {cell} |" for cell in cells)
+        assert row in readme, f"README row should read:\n{row}"
