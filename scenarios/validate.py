@@ -17,7 +17,7 @@ Setup
       ``tc`` to RATE. The link is measured first: one flow's goodput (the bandwidth to predict
       with, unless ``--bandwidth`` is given), how concurrent flows share it (FCFS index), and
       for ring AllReduce the goodput of a ring of two nodes all-reducing the model's layers
-      alone (the ring's bandwidth);
+      alone (what it took beyond its bytes is the ring's cost per message);
     - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
       and transfers (on loopback the bandwidth is fitted to its transfers);
     - predictions: ``simcore.sim.simulate`` with the workers sharing their cores but not their

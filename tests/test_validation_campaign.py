@@ -24,6 +24,7 @@ from profilers.distributed.campaign import (
     campaign_summary_table,
     shipped_campaigns,
 )
+from profilers.distributed.comm_cpu import compute_s_per_step
 from profilers.distributed.config import Overlap, RunConfig
 from profilers.distributed.measurements import (
     Measurements,
@@ -33,9 +34,16 @@ from profilers.distributed.measurements import (
     save_measurements,
 )
 from profilers.distributed.records import RunResult, StepRecord, run_from_dict, run_to_dict
-from profilers.distributed.validation import measured_phase_label, measured_step_quantiles
+from profilers.distributed.ring_goodput import RingGoodput
+from profilers.distributed.validation import (
+    measured_phase_label,
+    measured_step_quantiles,
+    ring_cpu_work_s_per_byte,
+)
 from simcore.cli.main import main
 from simcore.errors import ConfigError
+from simcore.trace.io import load_trace
+from simcore.trace.model import Resource
 
 from output_support import output
 
@@ -245,3 +253,30 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives() -> None:
             cells.append(cell if label else f"**{cell}**")
         row = row_start + "".join(f" {cell} |" for cell in cells)
         assert row in readme, f"README row should read:\n{row}"
+
+
+def test_a_rings_message_cost_is_its_time_beyond_the_bytes_per_message() -> None:
+    # Two nodes, two layers of 1000 B: each link carries 2(2-1)/2 * 8 * 2000 = 16000 bits, 16 ms
+    # at 1 Mbit/s; the median repetition took 20 ms, so the 2(2-1) * 2 = 4 messages cost 1 ms.
+    ring = RingGoodput(2, (1000, 1000), (0.019, 0.020, 0.030), 1e6)
+    assert ring.message_latency_s(1e6) == pytest.approx(0.001)
+    assert ring.message_latency_s(0.5e6) == 0.0  # the bytes alone take longer: no message cost
+
+
+def test_a_rings_cpu_work_per_byte_is_the_one_worker_runs_extra_computation() -> None:
+    trace = load_trace("cnn-b32")
+    worker_compute = [i for i, op in enumerate(trace.ops) if op.resource is Resource.WORKER]
+    halved = tuple(
+        dataclasses.replace(
+            step,
+            duration_s=tuple(
+                (d or 0.0) / 2 if i in worker_compute else d for i, d in enumerate(step.duration_s)
+            ),
+        )
+        for step in trace.steps
+    )
+    alone = dataclasses.replace(trace, steps=halved)
+    moved = sum(op.nbytes or 0 for op in trace.ops if op.is_communication)
+    expected = compute_s_per_step(trace) / 2 / moved
+    assert ring_cpu_work_s_per_byte(trace, alone) == pytest.approx(expected)
+    assert ring_cpu_work_s_per_byte(alone, trace) == 0.0  # slower alone: no work to charge

@@ -56,6 +56,21 @@ class RingGoodput:
         """The bandwidth the ring's formula implies: bits per link over the median time."""
         return self.bits_per_link / statistics.median(self.times_s)
 
+    def message_latency_s(self, link_bps: float) -> float:
+        """The fixed cost of one of the ring's messages, given the link's one-flow goodput: what
+        the median time holds beyond the bytes at ``link_bps``, over the 2(W-1) messages each
+        layer's all-reduce sends one after another (the alpha of the alpha-beta cost
+        ``2(W-1) alpha + 2(W-1)/W M/B``, TPDS'22 Eq. 11 with a latency); 0 when the bytes
+        alone take as long.
+
+        The goodput folds both terms into one rate, which then grows with W as 2(W-1)/W; the
+        messages grow as 2(W-1). A ring of two nodes thus says how a ring of four behaves only
+        through the two terms: for 19 small layers (resnet8) the messages are most of the time.
+        """
+        messages = 2 * (self.workers - 1) * len(self.layer_nbytes)
+        beyond = statistics.median(self.times_s) - self.bits_per_link / link_bps
+        return max(beyond, 0.0) / messages
+
 
 def ring_goodput_text(ring: RingGoodput, one_flow_bps: float | None = None) -> str:
     """One line: the ring's goodput, and what fraction of one flow's it is."""

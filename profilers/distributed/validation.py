@@ -9,8 +9,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    bandwidth to predict with) and how unevenly concurrent flows share it: the spread of the share
    ratios of two flows, started together or one half-way through the other, is the simulator's
    ``flow_weight_cv``. For ring AllReduce also a ring of two nodes all-reducing the model's
-   layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): its goodput is
-   the ring predictions' bandwidth. Without the testbed every rank talks over loopback.
+   layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): what it took
+   beyond its bytes at one flow's goodput, per message, is the ring predictions' fixed cost of
+   each of its 2(W-1) messages per layer. Without the testbed every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.
@@ -334,6 +335,7 @@ def assess(
     given = link or LinkSettings(Sourced(0.0))
     own = measured_network_profile(measured, trace)  # what this validation measured
     ring_bandwidth_bps = None
+    ring_message_latency_s = None
     if given.bandwidth_bps.source != DEFAULT_SOURCE:
         bandwidth = given.bandwidth_bps
     elif bandwidth_bps is not None:
@@ -343,6 +345,8 @@ def assess(
         bandwidth = Sourced(own.bandwidth_bps, what)
         if own.ring_goodput is not None:
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
+        if measured.ring is not None and sharing is not None:
+            ring_message_latency_s = measured.ring.message_latency_s(own.bandwidth_bps)
 
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
@@ -358,6 +362,7 @@ def assess(
         ring_bandwidth_bps=ring_bandwidth_bps,
         ring=ring,
         latency_s=latency.value,
+        ring_message_latency_s=ring_message_latency_s,
     )
     comm_cpu = fit_comm_cpu(
         alone,
@@ -380,11 +385,14 @@ def assess(
             "or received (the one-worker run's computation beside its transfers, less alone, "
             "per byte moved), done by the worker after each all-reduce"
         )
-    ring_text = (
-        ""
-        if ring_bandwidth_bps is None
-        else f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
-    )
+    ring_text = ""
+    if ring_message_latency_s is not None:
+        ring_text = (
+            f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, 2(W-1) "
+            "a layer, from a ring of two nodes measured alone)"
+        )
+    elif ring_bandwidth_bps is not None:
+        ring_text = f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
     say(
         f"predicting with a link of {bandwidth_bps / 1e9:.3f} Gbit/s{ring_text}, flow weight "
         f"cv {weight_cv.value:.3f}; {comm_cpu_text(comm_cpu)}"
@@ -466,6 +474,10 @@ class Predictor:
     # A ring's transfers' CPU work per byte a worker sends or receives, done by the worker after
     # each all-reduce (ring_cpu_work_s_per_byte); None: comm_cpu_s_per_byte's model instead.
     ring_cpu_work_s_per_byte: float | None = None
+    # The measured ring's fixed cost per message (RingGoodput.message_latency_s): with it a ring
+    # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
+    # the goodput of a ring of two nodes, which folds the messages into a rate.
+    ring_message_latency_s: float | None = None
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -487,6 +499,9 @@ class Predictor:
             return config
         if sim_arch == "allreduce" and self.ring is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
+        elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
+            latency = self.latency_s + self.ring_message_latency_s
+            config = dataclasses.replace(config, latency_s=latency)
         elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
@@ -670,8 +685,8 @@ def comm_cpu_text(fit: CommCpuFit) -> str:
     )
     if fit.simulated_compute_s < (1.0 - SHORTFALL) * fit.measured_compute_s:
         text += (
-            "; sharing the cores fairly with the transfers cannot slow it that much: the rest "
-            "of the slowdown is not modelled"
+            "; sharing the cores fairly with the transfers cannot slow it that much (the "
+            "predictions replay the one-worker run's computation instead)"
         )
     return text
 
@@ -727,8 +742,18 @@ def report_text(report: ValidationReport) -> str:
     ring = report.measurements.ring if report.measurements is not None else None
     if ring is not None:
         one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None
-        used = "used" if report.ring_bandwidth_bps is not None else "not used (--bandwidth given)"
-        lines.append(f"{ring_goodput_text(ring, one_flow)}; {used} for the ring's predictions")
+        predictor = report.predictor
+        alpha = predictor.ring_message_latency_s if predictor is not None else None
+        if alpha is not None:
+            used = (
+                f"for the ring's predictions: the link's bandwidth plus {format_seconds(alpha)} "
+                "per message (RingGoodput.message_latency_s)"
+            )
+        elif report.ring_bandwidth_bps is not None:
+            used = "used for the ring's predictions"
+        else:
+            used = "not used (--bandwidth given)"
+        lines.append(f"{ring_goodput_text(ring, one_flow)}; {used}")
     if report.comm_cpu is not None:
         lines.append(comm_cpu_text(report.comm_cpu))
     solo_error = (report.solo_simulated - report.solo_examples_per_s) / report.solo_examples_per_s
