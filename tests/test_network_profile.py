@@ -476,7 +476,16 @@ def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
         note="test run",
     )
     lines: list[str] = []
-    profile = measure_profile(options, say=lines.append)
+    try:
+        profile = measure_profile(options, say=lines.append)
+    except ProfilingError as err:
+        # On a busy machine the noise can swamp these sizes' differences; the error then says
+        # to measure larger messages or more repeats, and so does this test, once.
+        if "does not grow with message size" not in str(err):
+            raise
+        lines.clear()
+        larger = dataclasses.replace(options, max_nbytes=32 << 20, repeats=9)
+        profile = measure_profile(larger, say=lines.append)
     assert profile.transfer_cpu is not None and profile.ring_goodput is not None
     assert profile.transfer_cpu.s_per_byte >= 0 and profile.transfer_cpu.host_cpu_cores >= 1
     # On a loaded machine loopback flows compete for cores, not a link: then the sharing is
