@@ -104,7 +104,9 @@ def can_take_no_time(trace: Trace, config: SimulationConfig) -> bool:
     has_params = any(layer.param_nbytes > 0 for layer in trace.layers)
     ring_alone = config.arch == "allreduce" and config.workers == 1
     sends = has_params and (not ring_alone or config.devices_per_host > 1)  # or inside the host
-    extra = config.latency_s + config.parse_alpha_s_per_byte + config.parse_beta_s
+    # A ring of one pays no message latency (2(W-1) messages a layer: simcore.sim.dag)
+    latency = 0.0 if ring_alone else config.latency_s
+    extra = latency + config.parse_alpha_s_per_byte + config.parse_beta_s
     if sends or (has_params and extra > 0):
         return False
     table = np.array([[d or 0.0 for d in step.duration_s] for step in trace.steps])

@@ -18,7 +18,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import argcomplete
 import numpy as np
@@ -78,7 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(subparsers)
+    _quiet_everywhere(subparsers)
     return parser
+
+
+QUIET_HELP = "no progress on stderr (this command shows none; accepted like everywhere)"
+
+
+def _quiet_everywhere(subparsers: Any) -> None:
+    """Give every command (and sub-command) ``--quiet``: a script that passes it to every call
+    should not meet a usage error on the commands that have no progress to silence."""
+    for command in subparsers.choices.values():
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            for sub in nested:
+                _quiet_everywhere(sub)
+            continue
+        if "--quiet" not in command._option_string_actions:
+            command.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
