@@ -36,6 +36,7 @@ from profilers.distributed.measurements import (
 from profilers.distributed.records import RunResult, StepRecord, run_from_dict, run_to_dict
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.distributed.validation import (
+    assess,
     measured_phase_label,
     measured_step_quantiles,
     ring_cpu_work_s_per_byte,
@@ -280,3 +281,35 @@ def test_a_rings_cpu_work_per_byte_is_the_one_worker_runs_extra_computation() ->
     expected = compute_s_per_step(trace) / 2 / moved
     assert ring_cpu_work_s_per_byte(trace, alone) == pytest.approx(expected)
     assert ring_cpu_work_s_per_byte(alone, trace) == 0.0  # slower alone: no work to charge
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
+def test_the_predictions_take_the_cpu_and_the_ring_as_the_one_worker_runs_showed() -> None:
+    from profilers.distributed.config import Architecture
+
+    # mlp at 300 Mbit/s: its ring of two nodes and its one-worker runs were measured (the
+    # hand-built runs above are too regular to have a message cost or CPU work to charge).
+    paths = [
+        p
+        for given, p in campaign_files(["campaign"])
+        if given.endswith("mlp-300-layerwise.json.gz")
+    ]
+    m = load_measurements(paths[0])
+    assert m.ring is not None and m.sharing is not None
+    predictor = assess(m, ideal=False).predictor
+    assert predictor is not None and predictor.alone is not None
+    # parameter server: the profile as it ran, no transfer CPU put back
+    ps = predictor.config(Architecture.PS_SYNC, 2, ideal=False)
+    assert predictor.replayed_trace(Architecture.PS_SYNC) is predictor.trace
+    assert ps.comm_cpu_s_per_byte == 0.0 and ps.parse_alpha_s_per_byte == 0.0
+    # ring: the computation alone, the one-worker run's CPU work per byte after each
+    # all-reduce (2(W-1)/W of a layer's bytes each way), and the alpha-beta link
+    config = predictor.config(Architecture.ALLREDUCE, 3, ideal=False)
+    assert predictor.replayed_trace(Architecture.ALLREDUCE) is predictor.alone
+    work = ring_cpu_work_s_per_byte(predictor.trace, predictor.alone)
+    assert work > 0 and config.latency_s > 0
+    assert config.parse_alpha_s_per_byte == pytest.approx(work * 4 * 2 / 3)
+    assert config.comm_cpu_s_per_byte == 0.0
+    assert config.bandwidth_bps == m.sharing.goodput_bps()
+    assert config.latency_s == pytest.approx(m.ring.message_latency_s(m.sharing.goodput_bps()))

@@ -347,7 +347,6 @@ def assess(
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
         if measured.ring is not None and sharing is not None:
             ring_message_latency_s = measured.ring.message_latency_s(own.bandwidth_bps)
-
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
     own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
