@@ -283,13 +283,22 @@ def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
 ) -> None:
     from test_validation_measurements import measurements
 
+    from profilers.distributed.link_profile import measured_network_profile
     from profilers.distributed.measurements import save_measurements
+    from profilers.distributed.to_trace import run_to_trace
 
-    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    m = measurements()
+    runs = save_measurements(m, tmp_path / "runs.json.gz")
     args = ["validate", "--from-runs", str(runs), "--quiet", "--json"]
     assert main(args) == 0
     measured = output(capsys.readouterr().out)["context"]
-    assert "flow weight cv 0.112 (measured)" in measured["link"]
+    # each direction its own measured spread, as --network applies a profile's
+    sharing = measured_network_profile(m, run_to_trace(m.solo)).flow_sharing
+    assert sharing is not None and sharing.pull_cv is not None and sharing.push_cv is not None
+    assert sharing.pull_cv != sharing.push_cv
+    cvs = f"flow weight cv {sharing.pull_cv:.3g} pull / {sharing.push_cv:.3g} push (measured)"
+    assert cvs in measured["link"]
+    assert measured["flow_weight_cv"] == sharing.pull_cv
     assert "(measured one flow)" in measured["link"]
     assert main([*args, "--network", str(profile_path), "--flow-weight-cv", "0.5"]) == 0
     doc = output(capsys.readouterr().out)["context"]

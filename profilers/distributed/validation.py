@@ -351,6 +351,15 @@ def assess(
     ring = given.ring if bandwidth.source == given.profile else None
     own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
     weight_cv = _measured_unless_given(given.flow_weight_cv, own_cv, "measured")
+    # Each direction its own spread, as `sgdsim simulate --network` applies a profile's: the
+    # measured pull and push cvs, or a profile's push cv (an option sets one value for both).
+    push_cv: float | None = None
+    if weight_cv.source == "measured" and own.flow_sharing is not None:
+        pull, push = own.flow_sharing.pull_cv, own.flow_sharing.push_cv
+        if pull is not None and push is not None:
+            weight_cv, push_cv = Sourced(pull, "measured"), push
+    elif given.flow_weight_cv_push is not None and weight_cv.source == given.profile:
+        push_cv = given.flow_weight_cv_push.value
     latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
     fitting = Predictor(
         trace,
@@ -362,6 +371,7 @@ def assess(
         ring=ring,
         latency_s=latency.value,
         ring_message_latency_s=ring_message_latency_s,
+        flow_weight_cv_push=push_cv,
     )
     comm_cpu = fit_comm_cpu(
         alone,
@@ -377,7 +387,7 @@ def assess(
     model_of = dataclasses.replace(
         fitting, alone=alone, comm_cpu_s_per_byte=cpu.value, ring_cpu_work_s_per_byte=ring_work
     )
-    link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile)
+    link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile, push_cv)
     if ring_work is not None:
         link_text += (
             f"; ring AllReduce: the transfers' CPU work {ring_work * 1e9:.3g} ns per byte sent "
@@ -440,15 +450,22 @@ def _link_text(
     cpu: Sourced[float],
     ring: RingGoodput | None,
     profile: str | None,
+    push_cv: float | None = None,
 ) -> str:
     """One line: every link value the simulator's predictions use, and where it came from."""
     ring_text = "" if ring is None else f", ring AllReduce goodput per W ({profile})"
     return (
         f"link: {format_bandwidth(bandwidth.value)} ({bandwidth.source}) + "
         f"{format_seconds(latency.value)} ({latency.source}){ring_text}, flow weight cv "
-        f"{weight_cv.value:.3g} ({weight_cv.source}), transfer CPU {cpu.value * 1e9:.3g} ns/B "
-        f"({cpu.source})"
+        f"{_cv_text(weight_cv.value, push_cv)} ({weight_cv.source}), transfer CPU "
+        f"{cpu.value * 1e9:.3g} ns/B ({cpu.source})"
     )
+
+
+def _cv_text(pull_cv: float, push_cv: float | None) -> str:
+    if push_cv is None or push_cv == pull_cv:
+        return f"{pull_cv:.3g}"
+    return f"{pull_cv:.3g} pull / {push_cv:.3g} push"
 
 
 def _run_config(base: RunConfig, arch: Architecture, workers: int) -> RunConfig:
@@ -477,6 +494,8 @@ class Predictor:
     # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
     # the goodput of a ring of two nodes, which folds the messages into a rate.
     ring_message_latency_s: float | None = None
+    # The uplink's (pushes') own flow weight cv; None: flow_weight_cv for both directions.
+    flow_weight_cv_push: float | None = None
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -516,6 +535,7 @@ class Predictor:
             worker_cpu_cores=min(float(self.base.threads or cores), cores),
             shared_nic=False,
             flow_weight_cv=self.flow_weight_cv if sim_arch == "ps" else 0.0,
+            flow_weight_cv_push=self.flow_weight_cv_push if sim_arch == "ps" else None,
             comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self._rate_coupled_cpu(arch) else 0.0,
         )
 
