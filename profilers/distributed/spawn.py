@@ -285,7 +285,11 @@ class _Watchdog:
             self.outputs[rank] = message[2]
         elif kind == "error":
             time.sleep(_ROOT_CAUSE_WAIT_S)  # a peer's death or hang usually causes it: name it
-            cause = self._describe(self._dead() - {rank}) or self._quietest(exclude=rank)
+            # A stopped peer first: the ranks waiting on it die of gloo's timeout meanwhile,
+            # and their deaths are its consequence, not the cause.
+            stopped = self._stopped_text(exclude=rank)
+            died = self._describe(self._dead() - {rank})
+            cause = stopped + died if stopped or died else self._quietest(exclude=rank)
             raise DistributedRunError(f"{cause}{message[2]} failed: {message[3]}")
 
     def _check_alive(self) -> None:
@@ -299,7 +303,8 @@ class _Watchdog:
                     self._handle(last)
             dead = self._dead()
             if dead:
-                raise DistributedRunError(self._describe(dead).rstrip("; "))
+                cause = self._stopped_text() + self._describe(dead)
+                raise DistributedRunError(cause.rstrip("; "))
         now = time.monotonic()
         silent = [r for r, t in self.last_news.items() if self._running(r)]
         silent = [r for r in silent if now - self.last_news[r] > self.idle_limit_s]
