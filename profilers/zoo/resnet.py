@@ -81,19 +81,26 @@ class ResNet(nn.Module):
         init_conv_bn(self)
 
     def _stage(self, block: Block, ch: int, n_blocks: int, stride: int) -> nn.Sequential:
-        out_ch = ch * block.expansion
-        downsample = None
-        if stride != 1 or self.in_ch != out_ch:
-            downsample = nn.Sequential(_conv1x1(self.in_ch, out_ch, stride), nn.BatchNorm2d(out_ch))
-        blocks = [block(self.in_ch, ch, stride, downsample)]
-        self.in_ch = out_ch
-        blocks += [block(out_ch, ch, 1, None) for _ in range(1, n_blocks)]
-        return nn.Sequential(*blocks)
+        stage = _stage(block, self.in_ch, ch, n_blocks, stride)
+        self.in_ch = ch * block.expansion
+        return stage
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def _stage(block: Block, in_ch: int, ch: int, n_blocks: int, stride: int) -> nn.Sequential:
+    """``n_blocks`` blocks of width ``ch`` after ``in_ch`` channels, the first with ``stride``
+    and, where the shape changes, a 1x1 projection shortcut (torchvision's ``_make_layer``)."""
+    out_ch = ch * block.expansion
+    downsample = None
+    if stride != 1 or in_ch != out_ch:
+        downsample = nn.Sequential(_conv1x1(in_ch, out_ch, stride), nn.BatchNorm2d(out_ch))
+    blocks = [block(in_ch, ch, stride, downsample)]
+    blocks += [block(out_ch, ch, 1, None) for _ in range(1, n_blocks)]
+    return nn.Sequential(*blocks)
 
 
 def init_conv_bn(model: nn.Module) -> None:
@@ -126,25 +133,15 @@ class CifarResNet(nn.Module):
 
     def __init__(self, n: int = 1, num_classes: int = 10) -> None:
         super().__init__()
-        self.in_ch = 16
         self.conv1 = _conv3x3(3, 16)
         self.bn1 = nn.BatchNorm2d(16)
         self.relu = nn.ReLU(inplace=True)
-        self.layer1 = self._stage(16, n, stride=1)
-        self.layer2 = self._stage(32, n, stride=2)
-        self.layer3 = self._stage(64, n, stride=2)
+        self.layer1 = _stage(BasicBlock, 16, 16, n, stride=1)
+        self.layer2 = _stage(BasicBlock, 16, 32, n, stride=2)
+        self.layer3 = _stage(BasicBlock, 32, 64, n, stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(64, num_classes)
         init_conv_bn(self)
-
-    def _stage(self, ch: int, n_blocks: int, stride: int) -> nn.Sequential:
-        downsample = None
-        if stride != 1 or self.in_ch != ch:
-            downsample = nn.Sequential(_conv1x1(self.in_ch, ch, stride), nn.BatchNorm2d(ch))
-        blocks = [BasicBlock(self.in_ch, ch, stride, downsample)]
-        self.in_ch = ch
-        blocks += [BasicBlock(ch, ch, 1, None) for _ in range(1, n_blocks)]
-        return nn.Sequential(*blocks)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu(self.bn1(self.conv1(x)))
