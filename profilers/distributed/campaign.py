@@ -15,6 +15,7 @@ Pure assessment: no real runs, no plotting; files are read by
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +25,7 @@ from profilers.distributed.measurements import load_measurements
 from profilers.distributed.validation import ValidationPoint, ValidationReport, assess
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
-from simcore.report.table import Column, Table
+from simcore.report.table import Cell, Column, Table
 from simcore.units import format_bandwidth
 
 __all__ = [
@@ -159,11 +160,15 @@ def assess_campaign(
     return CampaignReport(tuple(g for g, _ in files), tuple(reports), fit_rate_bps)
 
 
-POINT_COLUMNS = (
+# Which point a row is: the first columns of every per-point table (_point_cells fills them).
+KEY_COLUMNS = (
     Column("model", "model"),
     Column("link", "link"),
     Column("architecture", "architecture"),
     Column("workers", "W", "{:d}"),
+)
+POINT_COLUMNS = (
+    *KEY_COLUMNS,
     Column("measured", "measured"),
     Column("spread_percent", "spread%", "{:.1f}"),
     Column("simulated", "sim"),
@@ -183,10 +188,7 @@ def campaign_point_table(report: CampaignReport) -> Table:
     )
     for r, p, label in report.rows():
         table.add(
-            model=f"{r.model_name}-b{r.batch_size}",
-            link=_rate_text(r.link_rate_bps),
-            architecture=label,
-            workers=p.workers,
+            **_point_cells(r, p, label),
             measured=p.measured_mean,
             spread_percent=100 * p.spread,
             simulated=p.simulated,
@@ -238,10 +240,7 @@ def _half_text(report: CampaignReport, rate: float | None) -> str:
 
 
 ASYNC_COLUMNS = (
-    Column("model", "model"),
-    Column("link", "link"),
-    Column("architecture", "architecture"),
-    Column("workers", "W", "{:d}"),
+    *KEY_COLUMNS,
     Column("measured_phases", "measured runs"),
     Column("simulated_phases", "simulated seeds"),
     Column("measured_step_p50_ms", "step p50 ms"),
@@ -262,10 +261,7 @@ def campaign_async_table(report: CampaignReport) -> Table:
         if p.architecture != "ps-async" or p.workers < 2:
             continue
         table.add(
-            model=f"{r.model_name}-b{r.batch_size}",
-            link=_rate_text(r.link_rate_bps),
-            architecture=label,
-            workers=p.workers,
+            **_point_cells(r, p, label),
             measured_phases=_counts(p.measured_phases),
             simulated_phases=_counts(p.simulated_phases),
             measured_step_p50_ms=1e3 * p.measured_step_s[1],
@@ -278,15 +274,12 @@ def campaign_async_table(report: CampaignReport) -> Table:
 
 def _counts(labels: Sequence[str]) -> str:
     """``('drifting', 'pipelined', 'drifting')`` -> ``drifting 2, pipelined 1``."""
-    counts: dict[str, int] = {}
-    for label in labels:
-        counts[label] = counts.get(label, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return ", ".join(f"{k} {v}" for k, v in Counter(labels).most_common())
 
 
 def campaign_text(report: CampaignReport) -> str:
     """What was assessed, every point, and the summary by architecture and half."""
-    models = sorted({f"{r.model_name}-b{r.batch_size}" for r in report.reports})
+    models = sorted({_model_text(r) for r in report.reports})
     runs = sum(len(p.measured) for _, p, _ in report.rows())
     lines = [
         f"{len(report.reports)} validations ({', '.join(models)}; links "
@@ -301,6 +294,20 @@ def campaign_text(report: CampaignReport) -> str:
         lines += [async_table.text(), ""]
     lines.append(campaign_summary_table(report).text())
     return "\n".join(lines)
+
+
+def _point_cells(r: ValidationReport, p: ValidationPoint, label: str) -> dict[str, Cell]:
+    """The KEY_COLUMNS cells of point ``p`` of validation ``r``."""
+    return {
+        "model": _model_text(r),
+        "link": _rate_text(r.link_rate_bps),
+        "architecture": label,
+        "workers": p.workers,
+    }
+
+
+def _model_text(r: ValidationReport) -> str:
+    return f"{r.model_name}-b{r.batch_size}"
 
 
 def _overlap(report: ValidationReport) -> str:

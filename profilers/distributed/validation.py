@@ -73,7 +73,7 @@ from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.sim.phases import ONE_WORKER, replication_phases
+from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_seconds
@@ -637,16 +637,15 @@ STEP_QUANTILES = (0.05, 0.5, 0.95)
 def measured_step_quantiles(runs: Sequence[RunResult]) -> tuple[float, float, float]:
     """The 5%, 50% and 95% quantiles (s) of every worker's post-warm-up step times (each step
     from the previous one's end, as the simulator counts them), pooled over ``runs``."""
-    times: list[float] = []
-    for run in runs:
-        for steps in run.steps_by_worker().values():
-            ends = [s.end_s for s in steps]
-            k = max(run.config.warmup, 1)
-            times += [b - a for a, b in zip(ends[k - 1 : -1], ends[k:], strict=True)]
-    if not times:
-        return (math.nan, math.nan, math.nan)
-    q = np.quantile(times, STEP_QUANTILES)
-    return (float(q[0]), float(q[1]), float(q[2]))
+    # From the last warm-up step's end on: the first measured step then counts from it
+    # (step_time_quantiles counts the first of its ends from 0).
+    ends = [
+        np.array([s.end_s for s in steps])[max(run.config.warmup, 1) - 1 :]
+        for run in runs
+        for steps in run.steps_by_worker().values()
+    ]
+    p05, median, p95 = step_time_quantiles(ends, 1, STEP_QUANTILES)
+    return (p05, median, p95)
 
 
 def simulated_step_quantiles(result: SimulationResult) -> tuple[float, float, float]:
