@@ -42,9 +42,8 @@ from profilers.distributed.campaign import (
     campaign_summary_table,
     campaign_text,
 )
-from simcore.cli.link_options import add_effect_options
 from simcore.cli.main import OneLineErrorParser
-from simcore.cli.validate_cmd import assess_campaign_with
+from simcore.cli.validate_cmd import add_prediction_link_options, assess_campaign_with
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import add_output_options
@@ -151,16 +150,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"the link rate of the half declared for fitting (default {FIT_RATE} for the "
         "shipped campaign, else none)",
     )
-    parser.add_argument("--network", help="a network profile replacing the measured link values")
-    parser.add_argument("--latency", help="per-transfer latency for the predictions")
-    add_effect_options(parser, cpu=False)
-    parser.add_argument(
-        "--comm-cpu",
-        type=float,
-        metavar="NS_PER_BYTE",
-        help="transfer CPU cost for the predictions, ns per byte (default: fitted to each "
-        "solo run)",
-    )
+    add_prediction_link_options(parser)
     add_output_options(parser, NAME)
     args = parser.parse_args(argv)
     if args.from_runs is None:

@@ -79,26 +79,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"steps per worker left out (default {WARMUP_STEPS})",
     )
     p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
-    p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
-    p.add_argument(
-        "--network",
-        help="a network profile (file or sample) whose values replace what the validation "
-        "measures for the predictions: bandwidth (and ring goodput per W), latency, flow weight "
-        "cv, transfer CPU cost; options given explicitly win",
-    )
-    p.add_argument("--latency", help="per-transfer latency for the predictions (default 0)")
-    p.add_argument(
-        "--flow-weight-cv",
-        type=float,
-        metavar="CV",
-        help="flow weight cv for the predictions (default: measured on the testbed, else 0)",
-    )
-    p.add_argument(
-        "--comm-cpu",
-        type=float,
-        metavar="NS_PER_BYTE",
-        help="transfer CPU cost for the predictions, ns per byte (default: fitted to the solo run)",
-    )
+    add_prediction_link_options(p)
     p.add_argument(
         "--testbed",
         metavar="RATE",
@@ -120,6 +101,35 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "instead of running anything; the options above, except --bandwidth, are then those "
         "of the saved runs. sgdsim validate also takes a campaign: a folder of such files, "
         "the option repeated, or the shipped 'campaign' (the README's accuracy table)",
+    )
+
+
+def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
+    """The link the predictions use, replacing what a validation measured: shared with
+    ``scenarios/validation_campaign.py``."""
+    p.add_argument("--bandwidth", help="link for the predictions, e.g. 1Gbps (default: measured)")
+    p.add_argument(
+        "--network",
+        help="a network profile (file or sample) whose values replace what the validation "
+        "measures for the predictions: bandwidth (and ring goodput per W), latency, flow weight "
+        "cv, transfer CPU cost; options given explicitly win",
+    )
+    p.add_argument("--latency", help="per-transfer latency for the predictions (default 0)")
+    p.add_argument(
+        "--flow-weight-cv",
+        type=float,
+        metavar="CV",
+        help="flow weight cv for the predictions, one value for pulls and pushes (default: "
+        "measured on the testbed for each direction, else 0)",
+    )
+    p.add_argument(
+        "--comm-cpu",
+        type=float,
+        metavar="NS_PER_BYTE",
+        help="transfer CPU cost for the ring AllReduce predictions, ns per byte, shared with the "
+        "computation while a transfer runs (default: the CPU work per byte the one-worker runs "
+        "showed, counted in full after each all-reduce); parameter-server predictions replay "
+        "the one-worker run's computation either way",
     )
 
 
