@@ -114,6 +114,16 @@ def can_take_no_time(trace: Trace, config: SimulationConfig) -> bool:
     return bool((rows.max(axis=1) == 0).any())
 
 
+def simulated_unless_unbounded(trace: Trace, config: SimulationConfig) -> SimulationResult | None:
+    """``simulate(trace, config)``; None when a step can take no time, after checking that the
+    simulator refuses such a run (its throughput would be unbounded)."""
+    if can_take_no_time(trace, config):
+        with pytest.raises(ConfigError, match="throughput is unbounded"):
+            simulate(trace, config)
+        return None
+    return simulate(trace, config)
+
+
 def assert_fits(chunks: list[tuple[float, float, float]], capacity_bps: float) -> None:
     """The bits of the chunks (start s, end s, bits) inside any window [a, b] fit in
     ``capacity_bps * (b - a)``: what a link of that capacity can carry."""
@@ -246,11 +256,9 @@ def check_run(trace: Trace, result: SimulationResult) -> None:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=traces(), config=configs())
 def test_invariants_on_random_dags(trace: Trace, config: SimulationConfig) -> None:
-    if can_take_no_time(trace, config):
-        with pytest.raises(ConfigError, match="throughput is unbounded"):
-            simulate(trace, config)
-        return
-    check_run(trace, simulate(trace, config))
+    result = simulated_unless_unbounded(trace, config)
+    if result is not None:
+        check_run(trace, result)
 
 
 @settings(max_examples=30, deadline=None)
@@ -354,11 +362,9 @@ def check_host_cpus(trace: Trace, result: SimulationResult) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=traces(), config=host_configs())
 def test_invariants_with_shared_hosts(trace: Trace, config: SimulationConfig) -> None:
-    if can_take_no_time(trace, config):
-        with pytest.raises(ConfigError, match="throughput is unbounded"):
-            simulate(trace, config)
+    result = simulated_unless_unbounded(trace, config)
+    if result is None:
         return
-    result = simulate(trace, config)
     check_run(trace, result)
     check_host_cpus(trace, result)
     again = simulate(trace, config)  # the same seed: the same run, weights and all
