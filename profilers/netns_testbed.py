@@ -12,8 +12,9 @@ It needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``, ``t
 
 Besides the ping-pong fit (and the transfers' CPU cost, which the ranks measure), it records how
 unevenly concurrent flows share the shaped link and a ring AllReduce's goodput for W = 2..4 with
-every node shaped alike (:mod:`profilers.network_measure`); ``--keep-fit FILE`` keeps an earlier
-profile's fit and adds only these measurements.
+every node shaped alike, and what the link carries with transfers both ways at once
+(:mod:`profilers.network_measure`); ``--keep-fit FILE`` keeps an earlier profile's fit and adds
+only these measurements.
 
 If the process is killed with SIGKILL the namespaces stay behind; they are named
 ``sgdsim-<random>-...`` (see ``ip netns list``) and ``ip netns del NAME`` removes them.
@@ -138,8 +139,8 @@ def _with_effects(
     profile: NetworkProfile, args: argparse.Namespace, rate_bps: float, timeout_s: float
 ) -> NetworkProfile:
     """``profile`` (or ``--keep-fit``'s, with this one's CPU cost) with the shaped link's flow
-    sharing and ring goodput, unless skipped."""
-    from profilers.network_measure import flow_sharing_effect, ring_effect
+    sharing, ring goodput and duplex goodput, unless skipped."""
+    from profilers.network_measure import duplex_effect, flow_sharing_effect, ring_effect
 
     def say(line: str) -> None:
         print(line, file=sys.stderr)
@@ -165,6 +166,9 @@ def _with_effects(
             args.ring_max, link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say
         )
         profile = dataclasses.replace(profile, ring_goodput=ring)
+    if not args.no_duplex:
+        duplex = duplex_effect(link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say)
+        profile = dataclasses.replace(profile, duplex=duplex)
     return profile
 
 
@@ -185,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-sharing", action="store_true", help="skip how flows share it")
     parser.add_argument("--ring-max", type=int, default=4, help="ring goodput for W = 2..N (4)")
     parser.add_argument("--no-ring", action="store_true", help="skip the ring goodput")
+    parser.add_argument(
+        "--no-duplex", action="store_true", help="skip what its two directions carry at once"
+    )
     parser.add_argument(
         "--keep-fit", metavar="FILE", help="keep this profile's fit; add the effects measured"
     )

@@ -9,10 +9,13 @@ hosts), what a profile of schema version 2 (:mod:`simcore.network`) records:
    measure_link_sharing` over loopback, flows sized by the fitted bandwidth): the simulator's
    ``flow_weight_cv``, pooled and per direction;
 3. a gloo ring AllReduce's goodput for W = 2..``--ring-max`` ranks
-   (:func:`profilers.distributed.ring_goodput.measure_ring_goodput`).
+   (:func:`profilers.distributed.ring_goodput.measure_ring_goodput`);
+4. what a parameter server's link carries with pulls and pushes at once, over one direction
+   (:func:`profilers.distributed.link_duplex.measure_duplex`).
 
-``--no-sharing``, ``--no-cpu`` and ``--no-ring`` skip the slower parts. Between two hosts
-(``--rank``) only 1 is measured: 2 and 3 would measure this host's loopback, not the link.
+``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` skip the slower parts.
+Between two hosts (``--rank``) only 1 is measured: 2 to 4 would measure this host's loopback,
+not the link.
 
 This module imports torch only when a measurement runs, so that the command line can take its
 options from here without loading torch.
@@ -29,7 +32,7 @@ from datetime import datetime, timezone
 
 from simcore.errors import SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
-from simcore.network_effects import FlowSharing, RingGoodput
+from simcore.network_effects import Duplex, FlowSharing, RingGoodput
 from simcore.network_io import save_network_profile
 from simcore.units import format_bandwidth, parse_duration, parse_size
 
@@ -66,6 +69,7 @@ class MeasureOptions:
     sharing_repeats: int = 3
     ring_max: int = 4  # < 2: no ring goodput
     ring_repeats: int = 5
+    duplex: bool = True
     note: str = ""  # added to every method text, e.g. "the machine was busy with other jobs"
 
 
@@ -102,6 +106,11 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-ring", action="store_true", help="skip the ring AllReduce goodput")
     parser.add_argument(
+        "--no-duplex",
+        action="store_true",
+        help="skip what a server's link carries with pulls and pushes at once",
+    )
+    parser.add_argument(
         "--note", default="", help="a note for the profile's methods, e.g. how busy the host was"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress or table")
@@ -122,6 +131,7 @@ def options_from_args(args: argparse.Namespace) -> MeasureOptions:
         cpu_repeats=0 if args.no_cpu else args.cpu_repeats,
         sharing=not args.no_sharing,
         ring_max=0 if args.no_ring else args.ring_max,
+        duplex=not args.no_duplex,
         note=args.note,
     )
 
@@ -184,6 +194,9 @@ def measure_profile(
             say=tell,
         )
         profile = dataclasses.replace(profile, ring_goodput=ring)
+    if options.duplex:
+        duplex = duplex_effect(timeout_s=options.timeout_s, note=options.note, say=tell)
+        profile = dataclasses.replace(profile, duplex=duplex)
     return profile
 
 
@@ -284,6 +297,38 @@ def ring_effect(
         f"median of {repeats} after 2 warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
     )
     return RingGoodput(tuple(points), _noted(method, note), _now())
+
+
+def duplex_effect(
+    *,
+    link_rate_bps: float | None = None,
+    repeats: int = 12,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> Duplex:
+    """What a server's link carries both ways at once over one way
+    (:func:`profilers.distributed.link_duplex.measure_duplex`, a server and two workers): over
+    loopback, or on the emulated cluster with the server's link shaped to ``link_rate_bps``."""
+    from profilers.distributed.link_duplex import duplex_text, measure_duplex
+
+    tell = say or (lambda _line: None)
+    report = measure_duplex(
+        workers=2, link_rate_bps=link_rate_bps, repeats=repeats, timeout_s=timeout_s
+    )
+    tell(duplex_text(report))
+    where = (
+        "loopback"
+        if link_rate_bps is None
+        else f"the server's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
+    )
+    method = (
+        f"profilers.distributed.link_duplex over {where}: a server rank and {report.workers} "
+        f"worker ranks, gloo transfers of {report.nbytes} B, the workers to the server, the "
+        f"server to the workers, then both at once, {repeats} of each after 1 warm-up; ratio = "
+        "bits per second both at once over one way (total bits over total time)"
+    )
+    return Duplex(report.ratio(), _noted(method, note), _now())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

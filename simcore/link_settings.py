@@ -23,10 +23,11 @@ from simcore.network_effects import RingGoodput
 from simcore.sim import SimulationConfig
 from simcore.units import format_bandwidth, format_seconds
 
-__all__ = ["DEFAULT_SOURCE", "LinkSettings", "Sourced"]
+__all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced"]
 
 T = TypeVar("T")
 DEFAULT_SOURCE = "default"
+FULL_DUPLEX = 2.0  # both directions of a link together carry twice one's goodput
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ class LinkSettings:
 
     ``ring`` is the profile's ring AllReduce goodput per W, used as a ring's bandwidth when
     ``bandwidth_bps`` came from that profile too. ``host_cpu_cores`` is the cores the transfers'
-    CPU cost competes on when ``--host-cores`` leaves them open. ``note`` says what the profile
-    lacks ("" when nothing or no profile).
+    CPU cost competes on when ``--host-cores`` leaves them open. ``duplex_ratio`` is what a
+    parameter server's link carries both ways at once over one way (2: full duplex, the
+    default). ``note`` says what the profile lacks ("" when nothing or no profile).
     """
 
     bandwidth_bps: Sourced[float]
@@ -61,6 +63,7 @@ class LinkSettings:
     flow_weight_cv_push: Sourced[float] | None = None
     comm_cpu_s_per_byte: Sourced[float] = Sourced(0.0)
     host_cpu_cores: Sourced[float | None] = Sourced(None)
+    duplex_ratio: Sourced[float] = Sourced(FULL_DUPLEX)
     ring: RingGoodput | None = None
     profile: str | None = None
     note: str = ""
@@ -72,6 +75,10 @@ class LinkSettings:
             return None
         return self.ring.nearest(workers)
 
+    def duplex_applies(self, config: SimulationConfig) -> bool:
+        """Whether a duplex limit applies to ``config``: one parameter server's link."""
+        return config.arch == "ps" and config.servers == 1
+
     def weights_apply(self, config: SimulationConfig) -> bool:
         """Whether flow weights apply to ``config``: a parameter server's ``ps`` link."""
         return config.arch == "ps" and config.policy_name == "ps"
@@ -82,11 +89,14 @@ class LinkSettings:
         ``host_cpu_cores``, else the profile's host's cores). ``strict=False`` (a search over
         configurations): flow weights from an option are left out where they do not apply.
 
+        A duplex ratio below 2 limits a parameter server's two directions together to that
+        multiple of the (final) bandwidth (``duplex_bps``).
+
         Raises
         ------
         ConfigError
-            ``--flow-weight-cv`` given for a link it does not apply to (``strict``), or
-            ``--comm-cpu`` without any host cores; naming the option.
+            ``--flow-weight-cv`` or ``--duplex`` given for a link it does not apply to
+            (``strict``), or ``--comm-cpu`` without any host cores; naming the option.
         """
         changes: dict[str, Any] = {
             "bandwidth_bps": self.bandwidth_bps.value,
@@ -105,6 +115,15 @@ class LinkSettings:
                 f"{cv.source}: flow weights apply to a parameter server's link with ps sharing, "
                 f"not --arch {config.arch} with --sharing {config.policy_name}"
             )
+        duplex = self.duplex_ratio
+        if duplex.value < FULL_DUPLEX and self.duplex_applies(config):
+            changes["duplex_bps"] = duplex.value * changes["bandwidth_bps"]
+        elif duplex.value < FULL_DUPLEX and duplex.is_option and strict:
+            what = f"--arch {config.arch}" if config.arch != "ps" else f"--servers {config.servers}"
+            raise ConfigError(
+                f"{duplex.source}: a duplex limit applies to one parameter server's link, not "
+                f"{what}"
+            )
         cpu = self.comm_cpu_s_per_byte
         if cpu.value > 0:
             cores = config.host_cpu_cores
@@ -121,8 +140,22 @@ class LinkSettings:
     def describe(self, config: SimulationConfig) -> str:
         """One line: the link ``config`` (as :meth:`apply` made it) uses, and where each value
         came from; which effects were on, off, or not applicable."""
-        parts = [self._link_text(config), self._weights_text(config), self._cpu_text(config)]
+        parts = [
+            self._link_text(config),
+            self._weights_text(config),
+            self._duplex_text(config),
+            self._cpu_text(config),
+        ]
         return "link: " + ", ".join(parts)
+
+    def _duplex_text(self, config: SimulationConfig) -> str:
+        duplex = self.duplex_ratio
+        if duplex.value >= FULL_DUPLEX:
+            return "full duplex" + _unless_default(duplex)
+        text = f"both directions {duplex.value:.3g}x one ({duplex.source})"
+        if not self.duplex_applies(config):
+            text += f" not used: arch {config.arch}, servers {config.servers}"
+        return text
 
     def _link_text(self, config: SimulationConfig) -> str:
         bandwidth, latency = self.bandwidth_bps, self.latency_s
@@ -159,14 +192,18 @@ class LinkSettings:
         return _cpu_phrase(cpu, cores, where)
 
     def effects_on(self) -> dict[str, Sourced[float]]:
-        """The settings beyond a bandwidth that are on (non-zero), by their config name:
-        ``latency_s``, ``flow_weight_cv``, ``comm_cpu_s_per_byte``."""
+        """The settings beyond a bandwidth that are on (non-zero; a duplex ratio below full
+        duplex), by their config name: ``latency_s``, ``flow_weight_cv``,
+        ``comm_cpu_s_per_byte``, ``duplex_bps`` (its value the ratio)."""
         named = {
             "latency_s": self.latency_s,
             "flow_weight_cv": self.flow_weight_cv,
             "comm_cpu_s_per_byte": self.comm_cpu_s_per_byte,
         }
-        return {key: value for key, value in named.items() if value.value > 0}
+        on = {key: value for key, value in named.items() if value.value > 0}
+        if self.duplex_ratio.value < FULL_DUPLEX:
+            on["duplex_bps"] = self.duplex_ratio
+        return on
 
     def effect_text(self, key: str) -> str:
         """One effect of :meth:`effects_on` as text with its source, e.g. ``latency 33.5 us
@@ -176,6 +213,8 @@ class LinkSettings:
             shown = f"latency {format_seconds(value.value)}"
         elif key == "flow_weight_cv":
             shown = f"flow weight cv {value.value:.3g}"
+        elif key == "duplex_bps":
+            shown = f"both directions {value.value:.3g}x one"
         else:
             cores = self.host_cpu_cores
             return _cpu_phrase(value, cores.value, cores.source)
@@ -202,6 +241,10 @@ class LinkSettings:
                 "used": config.comm_cpu_s_per_byte > 0,
             },
             "host_cpu_cores": self.host_cpu_cores.to_dict(),
+            "duplex_ratio": {
+                **self.duplex_ratio.to_dict(),
+                "used": config.duplex_bps is not None,
+            },
             "ring_bandwidth_bps": None
             if ring is None
             else {"value": ring[1], "workers_measured": ring[0], "source": self.profile},

@@ -10,8 +10,9 @@ This module is pure: the dataclass, the fit, and conversion to and from the vers
 made by ``profilers.netprofile``.
 
 Version 2 adds the link's measured effects (:mod:`simcore.network_effects`), each optional: how
-unevenly concurrent flows share the link, the transfers' CPU cost per byte, and a ring
-AllReduce's goodput per W. A version 1 file still loads; :func:`profile_note` says what it lacks.
+unevenly concurrent flows share the link, the transfers' CPU cost per byte, a ring AllReduce's
+goodput per W, and what a server's link carries both ways at once. A version 1 file still
+loads; :func:`profile_note` says what it lacks.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from simcore.errors import ConfigError, ProfilingError
 from simcore.network_effects import (
     EFFECT_KEYS,
+    Duplex,
     FieldChecker,
     FlowSharing,
     RingGoodput,
@@ -87,6 +89,8 @@ class NetworkProfile:
         The transfers' CPU cost per byte and the host's cores; None: not measured.
     ring_goodput : RingGoodput or None
         A ring AllReduce's goodput per W; None: not measured.
+    duplex : Duplex or None
+        What a server's link carries both ways at once, over one way; None: not measured.
     source : str
         The file it was loaded from, for messages; not serialized.
     schema_version : int
@@ -106,6 +110,7 @@ class NetworkProfile:
     flow_sharing: FlowSharing | None = None
     transfer_cpu: TransferCpu | None = None
     ring_goodput: RingGoodput | None = None
+    duplex: Duplex | None = None
     source: str = "<memory>"
     schema_version: int = SCHEMA_VERSION
 
@@ -286,6 +291,12 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
     if ring is not None:
         points = ", ".join(f"W={w} {format_bandwidth(bps)}" for w, bps in ring.points)
         lines.append(f"ring AllReduce goodput {points}" + _how(ring.method, ring.created_utc))
+    duplex = profile.duplex
+    if duplex is not None:
+        lines.append(
+            f"duplex goodput {duplex.ratio:.2f}x one way (2x: full duplex)"
+            + _how(duplex.method, duplex.created_utc)
+        )
     return lines
 
 
@@ -364,10 +375,11 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
             if version < 2:
                 check.fail(f"field '{key}'", "needs schema_version 2 (version 1 has no effects)")
             effects[key] = effect_from_dict(check, key, data[key])
-    flow_sharing, transfer_cpu, ring = (effects.get(key) for key in EFFECT_KEYS)
+    flow_sharing, transfer_cpu, ring, duplex = (effects.get(key) for key in EFFECT_KEYS)
     assert flow_sharing is None or isinstance(flow_sharing, FlowSharing)
     assert transfer_cpu is None or isinstance(transfer_cpu, TransferCpu)
     assert ring is None or isinstance(ring, RingGoodput)
+    assert duplex is None or isinstance(duplex, Duplex)
     r_squared = None
     if data.get("r_squared") is not None:
         r_squared = check.number(data, "r_squared", "top level", "<= 1", lambda v: v <= 1)
@@ -388,6 +400,7 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
         flow_sharing=flow_sharing,
         transfer_cpu=transfer_cpu,
         ring_goodput=ring,
+        duplex=duplex,
         schema_version=version,
     )
 

@@ -1,6 +1,6 @@
 """What a network profile records beyond the one-flow fit: the link's measured effects.
 
-Schema version 2 of ``sgdsim.network`` (:mod:`simcore.network`) may carry three optional
+Schema version 2 of ``sgdsim.network`` (:mod:`simcore.network`) may carry four optional
 measurements, each with where it came from (``method``, ``created_utc``):
 
 - :class:`FlowSharing`: how unevenly concurrent flows share the link, as the simulator's
@@ -10,7 +10,10 @@ measurements, each with where it came from (``method``, ``created_utc``):
 - :class:`TransferCpu`: the CPU time the two ends spend per byte moved, the simulator's
   ``comm_cpu_s_per_byte``, and the cores of the host it was measured on (``host_cpu_cores``);
 - :class:`RingGoodput`: the goodput of a gloo ring AllReduce per number of ranks W, the rate the
-  ring's formula ``2(W-1)/W * bytes / time`` implies (below one flow's goodput).
+  ring's formula ``2(W-1)/W * bytes / time`` implies (below one flow's goodput);
+- :class:`Duplex`: what a server's link carries with transfers in both directions at once, as a
+  multiple of one direction's goodput (2: full duplex), the simulator's ``duplex_bps`` over its
+  ``bandwidth_bps``.
 
 This module is pure: the dataclasses and their JSON forms, checked field by field.
 """
@@ -26,6 +29,7 @@ from simcore.errors import TraceError
 
 __all__ = [
     "EFFECT_KEYS",
+    "Duplex",
     "FieldChecker",
     "FlowSharing",
     "RingGoodput",
@@ -127,12 +131,28 @@ class RingGoodput:
         return min(self.points, key=lambda p: (abs(p[0] - workers), -p[0]))
 
 
-Effect = FlowSharing | TransferCpu | RingGoodput
+@dataclass(frozen=True)
+class Duplex:
+    """What a parameter server's link carries in both directions together while pulls and
+    pushes are both in flight, over what one direction carries alone (``ratio``: 2 is full
+    duplex, 1 half duplex); ``profilers.distributed.link_duplex`` measures it."""
+
+    ratio: float
+    method: str = ""
+    created_utc: str = ""
+
+    def duplex_bps(self, bandwidth_bps: float) -> float:
+        """The simulator's ``duplex_bps`` for a link of ``bandwidth_bps`` each way."""
+        return self.ratio * bandwidth_bps
+
+
+Effect = FlowSharing | TransferCpu | RingGoodput | Duplex
 # The JSON key of each effect, in the order they are written; with what a note calls it.
 EFFECT_KEYS: dict[str, str] = {
     "flow_sharing": "flow weight cv",
     "transfer_cpu": "transfer CPU cost",
     "ring_goodput": "ring AllReduce goodput",
+    "duplex": "duplex goodput",
 }
 
 
@@ -146,6 +166,8 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
                 data[key] = getattr(effect, key)
     elif isinstance(effect, TransferCpu):
         data = {"s_per_byte": effect.s_per_byte, "host_cpu_cores": effect.host_cpu_cores}
+    elif isinstance(effect, Duplex):
+        data = {"ratio": effect.ratio}
     else:
         data = {"points": [{"workers": w, "goodput_bps": bps} for w, bps in effect.points]}
     data["method"] = effect.method
@@ -175,6 +197,12 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
             method,
             created,
         )
+    if key == "duplex":
+        ratio = check.number(
+            data, "ratio", where, "> 0 (both directions' goodput over one's; 2: full duplex)",
+            positive,
+        )
+        return Duplex(ratio, method, created)
     return RingGoodput(_ring_points(check, data, where), method, created)
 
 

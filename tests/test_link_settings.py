@@ -100,7 +100,8 @@ def test_profile_flow_weights_change_an_async_run_reproducibly_and_are_named(
     text = capsys.readouterr().out
     assert (
         f"link: 100 Mbit/s (--bandwidth) + 33.5 us ({profile_path}), "
-        f"flow weight cv 0.26 ({profile_path}), transfer CPU off (--comm-cpu)"
+        f"flow weight cv 0.26 ({profile_path}), both directions 1.78x one ({profile_path}), "
+        "transfer CPU off (--comm-cpu)"
     ) in text
     assert "note:" not in text  # the profile carries everything
 
@@ -112,7 +113,8 @@ def test_text_names_each_source(capsys: pytest.CaptureFixture[str], profile_path
     line = capsys.readouterr().out.splitlines()[-1]
     assert line == (
         f"link: 920 Mbit/s + 33.5 us ({profile_path}), flow weight cv 0.26 ({profile_path}), "
-        f"transfer CPU 38 ns/B on 2 cores ({profile_path})"
+        f"both directions 1.78x one ({profile_path}), transfer CPU 38 ns/B on 2 cores "
+        f"({profile_path})"
     )
 
 
@@ -123,10 +125,12 @@ def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str], tmp_pat
     path.write_text(json.dumps({**v1, "schema_version": 1}))
     assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2] == f"link: 920 Mbit/s + 33.5 us ({path}), flow weight cv off, transfer CPU off"
+    assert out[-2] == (
+        f"link: 920 Mbit/s + 33.5 us ({path}), flow weight cv off, full duplex, transfer CPU off"
+    )
     assert out[-1].startswith(
         f"note: network profile {path} has no flow weight cv, transfer CPU cost, ring "
-        "AllReduce goodput, schema version 1"
+        "AllReduce goodput, duplex goodput, schema version 1"
     )
 
 
@@ -137,9 +141,11 @@ def test_shipped_testbed_profile_carries_every_effect(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out.splitlines()
     pull, push = profile.flow_sharing.pull_cv, profile.flow_sharing.push_cv
     assert pull is not None and push is not None  # measured per direction
+    assert profile.duplex is not None and 1 < profile.duplex.ratio < 2
     assert out[-1].startswith(
         f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv {pull:.3g} pull / "
-        f"{push:.3g} push (veth-1gbit), transfer CPU "
+        f"{push:.3g} push (veth-1gbit), both directions {profile.duplex.ratio:.3g}x one "
+        "(veth-1gbit), transfer CPU "
     )
     # Each direction of the server's link gets its own measured cv.
     doc = simulate_json(capsys, "--network", "veth-1gbit")
@@ -230,7 +236,12 @@ def test_analyze_uses_the_bandwidth_and_says_what_it_cannot_model(
     assert main([*args, "--bandwidth", "1Gbps", "--json"]) == 0
     link = output(capsys.readouterr().out)["context"]["link"]
     assert link["bandwidth_bps"] == {"value": 1e9, "source": "--bandwidth"}
-    assert set(link["not_modelled"]) == {"latency_s", "flow_weight_cv", "comm_cpu_s_per_byte"}
+    assert set(link["not_modelled"]) == {
+        "latency_s",
+        "flow_weight_cv",
+        "comm_cpu_s_per_byte",
+        "duplex_bps",
+    }
 
 
 def test_analyze_ring_column_uses_the_ring_goodput(
@@ -307,7 +318,8 @@ def test_validate_takes_a_profile_over_what_it_measured_and_an_option_over_both(
     assert doc["link"] == (
         f"link: 920 Mbit/s ({profile_path}) + 33.5 us ({profile_path}), ring AllReduce goodput "
         f"per W ({profile_path}), flow weight cv 0.5 (--flow-weight-cv), transfer CPU 38 ns/B "
-        f"({profile_path})"
+        f"({profile_path}); parameter server: both directions together at most 1.64 Gbit/s "
+        f"(1.78x one way, {profile_path})"
     )
 
 

@@ -32,7 +32,7 @@ from simcore.network import (
     network_profile_to_dict,
     profile_note,
 )
-from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
+from simcore.network_effects import Duplex, FlowSharing, RingGoodput, TransferCpu
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
 
 SIZES = doubling_sizes(1 << 10, 64 << 20)
@@ -210,6 +210,7 @@ EFFECTS = {
     "flow_sharing": FlowSharing(0.26, pull_cv=0.3, push_cv=0.2, fcfs_index=0.1, method="m1"),
     "transfer_cpu": TransferCpu(38e-9, 2.0, method="m2", created_utc="2026-01-01T00:00:00+00:00"),
     "ring_goodput": RingGoodput(((2, 9e8), (4, 8e8)), method="m3"),
+    "duplex": Duplex(1.6, method="m4"),
 }
 
 
@@ -231,20 +232,26 @@ def test_v2_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: P
     table = network_profile_table(loaded)
     assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
+    assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
 
 
 def test_each_effect_is_optional(profile: NetworkProfile) -> None:
     partial = dataclasses.replace(profile, ring_goodput=EFFECTS["ring_goodput"], source="p.json")
     back = network_profile_from_dict(network_profile_to_dict(partial), "p.json")
-    assert back.lacks == ("flow weight cv", "transfer CPU cost")
-    assert "p.json has no flow weight cv, transfer CPU cost;" in profile_note(back)
+    assert back.lacks == ("flow weight cv", "transfer CPU cost", "duplex goodput")
+    assert "p.json has no flow weight cv, transfer CPU cost, duplex goodput;" in profile_note(back)
 
 
 def test_v1_profile_loads_with_a_note_naming_what_it_lacks(doc: dict[str, Any]) -> None:
     v1 = {**doc, "schema_version": 1}
     profile = network_profile_from_dict(v1, "old.json")
     assert profile.schema_version == 1
-    assert profile.lacks == ("flow weight cv", "transfer CPU cost", "ring AllReduce goodput")
+    assert profile.lacks == (
+        "flow weight cv",
+        "transfer CPU cost",
+        "ring AllReduce goodput",
+        "duplex goodput",
+    )
     note = profile_note(profile)
     assert note.startswith("note: network profile old.json has no flow weight cv, transfer CPU ")
     assert "schema version 1" in note and "off unless given as options" in note

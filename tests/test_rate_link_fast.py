@@ -38,6 +38,11 @@ CASES: dict[str, tuple[dict[str, Any], bool]] = {
     "weighted ps": ({"workers": 4, "flow_weight_cv": 0.3}, True),
     "measured network, async": ({"workers": 4, **VETH}, True),
     "measured network, sync": ({"workers": 3, "mode": "sync", **VETH}, True),
+    "measured network with a duplex limit": (
+        {"workers": 4, **VETH, "duplex_bps": 1.6 * 920e6},
+        True,
+    ),
+    "duplex limit, equal shares": ({"workers": 3, "duplex_bps": 1.2 * 920e6}, True),
     "ring with transfer CPU": (
         {
             "workers": 3,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from profilers.distributed.config import Architecture, RunConfig
+from profilers.distributed.link_duplex import DuplexReport
 from profilers.distributed.measurements import (
     MeasuredPoint,
     Measurements,
@@ -79,6 +80,8 @@ def measurements(with_sharing: bool = True) -> Measurements:
         MeasuredPoint(Architecture.ALLREDUCE, 2, (a_run("allreduce", 2),)),
     )
     ring = RingGoodput(2, (4000, 400), (0.01, 0.012), 1e8) if with_sharing else None
+    # one way 2 workers x 1000 B in 0.1 ms; both ways at once 1.5x that
+    duplex = DuplexReport(2, 1000, (1e-4,), (1e-4,), (4e-4 / 3,), 1e8) if with_sharing else None
     return Measurements(
         base,
         1e8,
@@ -88,6 +91,7 @@ def measurements(with_sharing: bool = True) -> Measurements:
         a_run("allreduce"),
         points,
         ring,
+        duplex,
     )
 
 

@@ -2,7 +2,8 @@
 
 The validation measures the link it predicts with (:mod:`profilers.distributed.validation`): one
 flow's goodput and how unevenly flows share the link (:mod:`profilers.link_sharing`, on the
-testbed), a ring AllReduce's goodput (:mod:`profilers.distributed.ring_goodput`), and it fits the
+testbed), a ring AllReduce's goodput (:mod:`profilers.distributed.ring_goodput`), what the server's
+link carries both ways at once (:mod:`profilers.distributed.link_duplex`), and it fits the
 transfers' CPU cost (:mod:`profilers.distributed.comm_cpu`). :func:`measured_network_profile`
 puts them in the same :class:`~simcore.network.NetworkProfile` that ``sgdsim network measure``
 writes, so that the predictions read them from one object and ``sgdsim validate --save-network``
@@ -19,7 +20,7 @@ from profilers.distributed.comm_cpu import CommCpuFit
 from profilers.distributed.measurements import Measurements
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
-from simcore.network_effects import FlowSharing, RingGoodput, TransferCpu
+from simcore.network_effects import Duplex, FlowSharing, RingGoodput, TransferCpu
 from simcore.trace.model import OpKind, Trace
 from simcore.units import format_bandwidth
 
@@ -46,9 +47,9 @@ def effective_bandwidth_bps(trace: Trace) -> float:
 
 def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkProfile:
     """The link as the validation measured it: on the testbed one flow's goodput, the flows'
-    unequal shares and the ring's goodput; on loopback the bandwidth fitted to the solo run's
-    transfers (``trace``) and nothing else. No latency (the validation does not measure one)
-    and no CPU cost yet (:func:`with_transfer_cpu` adds the fit)."""
+    unequal shares, the ring's goodput and the duplex goodput; on loopback the bandwidth fitted
+    to the solo run's transfers (``trace``) and nothing else. No latency (the validation does
+    not measure one) and no CPU cost yet (:func:`with_transfer_cpu` adds the fit)."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sharing, rate = measured.sharing, measured.link_rate_bps
     where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
@@ -69,6 +70,13 @@ def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkPro
             method=f"profilers.distributed.ring_goodput of the model's layers ({where})",
             created_utc=now,
         )
+    duplex = None
+    if measured.duplex is not None:
+        duplex = Duplex(
+            measured.duplex.ratio(),
+            method=f"profilers.distributed.link_duplex ({where})",
+            created_utc=now,
+        )
     if sharing is not None:
         bandwidth, how = sharing.goodput_bps(), "one TCP flow's goodput (profilers.link_sharing)"
     else:
@@ -84,6 +92,7 @@ def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkPro
         created_utc=now,
         flow_sharing=flow,
         ring_goodput=ring,
+        duplex=duplex,
         source="measured",
     )
 

@@ -12,6 +12,7 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
      "link_sharing": {...} | null,         # profilers.link_sharing.sharing_to_dict
      "ring_goodput": {"workers": 2, "layer_nbytes": [...], "times_s": [...],
                       "link_rate_bps": 1e8} | null,   # optional: a ring AllReduce alone
+     "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.distributed.config import Architecture, RunConfig
+from profilers.distributed.link_duplex import DuplexReport, duplex_from_dict, duplex_to_dict
 from profilers.distributed.records import (
     RunResult,
     config_from_dict,
@@ -73,7 +75,8 @@ class Measurements:
     ``base`` is the runs' common configuration (its architecture and worker count are those of
     the solo run); ``solo`` the one-worker parameter-server run (the profile), ``alone`` the
     one-worker ring run (the computation without transfers); ``ring`` the goodput of a ring
-    AllReduce of the model's layers alone, on the testbed (None: not measured).
+    AllReduce of the model's layers alone, on the testbed (None: not measured); ``duplex`` what
+    the server's link carries with pulls and pushes at once (None: not measured).
     """
 
     base: RunConfig
@@ -84,6 +87,7 @@ class Measurements:
     alone: RunResult
     points: tuple[MeasuredPoint, ...]
     ring: RingGoodput | None = None
+    duplex: DuplexReport | None = None
 
 
 COMPACT_DECIMALS = 7  # timestamps and durations to 0.1 us: far below any op the runs time
@@ -134,6 +138,7 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         "cores": list(m.cores),
         "link_sharing": None if m.sharing is None else sharing_to_dict(m.sharing),
         "ring_goodput": None if m.ring is None else _ring_to_dict(m.ring),
+        "duplex": None if m.duplex is None else duplex_to_dict(m.duplex),
         "solo": run_to_dict(m.solo),
         "alone": run_to_dict(m.alone),
         "points": [
@@ -212,6 +217,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
     if not cores:
         raise ConfigError(f"{source}: cores: empty")
     ring = data.get("ring_goodput")
+    duplex = data.get("duplex")
     return Measurements(
         base=base,
         link_rate_bps=link_rate,
@@ -221,6 +227,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         alone=alone,
         points=tuple(points),
         ring=None if ring is None else _ring_from_dict(ring, source),
+        duplex=None if duplex is None else duplex_from_dict(duplex, source),
     )
 
 

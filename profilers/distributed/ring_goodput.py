@@ -16,19 +16,13 @@ more machines than measuring one link does.
 
 from __future__ import annotations
 
-import os
-import queue
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from profilers.distributed.config import DistributedRunError
-from profilers.distributed.spawn import rank_process_context, stop_processes
-from profilers.netns import enter_namespace
+from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.netns_cluster import EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.units import format_bandwidth
@@ -127,58 +121,17 @@ def _run(
     warmup: int,
     timeout_s: float,
 ) -> tuple[float, ...]:
-    ctx = rank_process_context()
-    results = ctx.Queue()
-    with tempfile.TemporaryDirectory(prefix="sgdsim-ring-") as folder:
-        init = f"file://{os.path.join(folder, 'store')}"
-        procs = [
-            ctx.Process(
-                target=_rank_main,
-                args=(rank, workers, init, sizes, repeats, warmup, timeout_s, cluster, results),
-                daemon=True,
-            )
-            for rank in range(workers)
-        ]
-        try:
-            for proc in procs:
-                proc.start()
-            per_rank = _collect(results, procs, workers, timeout_s + _GRACE_S)
-        finally:
-            stop_processes(procs)
-            results.close()
-            results.join_thread()
+    args = (workers, sizes, repeats, warmup, timeout_s, cluster)
+    per_rank = run_rank_processes(
+        "ring goodput", _rank_main, [args] * workers, timeout_s + _GRACE_S
+    )
     return tuple(max(times[i] for times in per_rank) for i in range(repeats))
-
-
-def _collect(results: Any, procs: list[Any], workers: int, limit_s: float) -> list[list[float]]:
-    deadline = time.monotonic() + limit_s
-    per_rank: dict[int, list[float]] = {}
-    while len(per_rank) < workers:
-        try:
-            kind, rank, payload = results.get(timeout=0.2)
-        except queue.Empty:
-            dead = [r for r, p in enumerate(procs) if r not in per_rank and not p.is_alive()]
-            if dead:
-                raise DistributedRunError(
-                    f"ring goodput: rank {dead[0]} exited (code {procs[dead[0]].exitcode}) "
-                    "without a result"
-                ) from None
-            if time.monotonic() > deadline:
-                missing = sorted(set(range(workers)) - set(per_rank))
-                raise DistributedRunError(
-                    f"ring goodput: rank(s) {missing} did not finish within {limit_s:g} s"
-                ) from None
-            continue
-        if kind == "error":
-            raise DistributedRunError(f"ring goodput: rank {rank}: {payload}")
-        per_rank[rank] = payload
-    return [per_rank[r] for r in range(workers)]
 
 
 def _rank_main(
     rank: int,
-    workers: int,
     init: str,
+    workers: int,
     sizes: tuple[int, ...],
     repeats: int,
     warmup: int,
@@ -187,22 +140,9 @@ def _rank_main(
     results: Any,
 ) -> None:
     try:
-        if cluster is not None:  # first, while this process has one thread
-            enter_namespace(cluster.namespaces[rank])
-            os.environ["GLOO_SOCKET_IFNAME"] = cluster.ifname
-        else:
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist = join_gloo_group(rank, workers, init, timeout_s, cluster)
         import torch
-        import torch.distributed as dist
 
-        torch.set_num_threads(1)
-        dist.init_process_group(
-            "gloo",
-            init_method=init,
-            rank=rank,
-            world_size=workers,
-            timeout=timedelta(seconds=timeout_s),
-        )
         buffers = [torch.ones(n // 4) for n in sizes]
         times = []
         for repetition in range(warmup + repeats):

@@ -22,6 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from profilers.distributed.config import DistributedRunError, RunConfig
@@ -31,7 +32,15 @@ from profilers.netns import enter_namespace
 from profilers.netns_cluster import EmulatedCluster
 from simcore.errors import ConfigError, SgdsimError
 
-__all__ = ["ProgressEvent", "rank_process_context", "run_distributed", "stop_processes"]
+__all__ = [
+    "ProgressEvent",
+    "collect_rank_results",
+    "join_gloo_group",
+    "rank_process_context",
+    "run_distributed",
+    "run_rank_processes",
+    "stop_processes",
+]
 
 _GRACE_S = 10.0  # the parent waits this much longer than a rank's own gloo timeout
 _STOP_WAIT_S = 2.0  # how long terminated ranks get to exit before they are killed
@@ -401,3 +410,86 @@ def stop_processes(procs: list[Any]) -> None:
         if proc.is_alive():
             proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
             proc.join(_STOP_WAIT_S)
+
+
+def run_rank_processes(
+    what: str, target: Callable[..., None], rank_args: Sequence[tuple[Any, ...]], limit_s: float
+) -> list[Any]:
+    """Start one process per rank, ``target(rank, init_method, *rank_args[rank], results)``,
+    and return every rank's result (:func:`collect_rank_results`); the processes are stopped
+    whatever happens. ``init_method`` is a file store of a temporary folder."""
+    ctx = rank_process_context()
+    results = ctx.Queue()
+    with tempfile.TemporaryDirectory(prefix="sgdsim-ranks-") as folder:
+        init = f"file://{os.path.join(folder, 'store')}"
+        procs = [
+            ctx.Process(target=target, args=(rank, init, *args, results), daemon=True)
+            for rank, args in enumerate(rank_args)
+        ]
+        try:
+            for proc in procs:
+                proc.start()
+            return collect_rank_results(what, results, procs, len(procs), limit_s)
+        finally:
+            stop_processes(procs)
+            results.close()
+            results.join_thread()
+
+
+def collect_rank_results(
+    what: str, results: Any, procs: list[Any], workers: int, limit_s: float
+) -> list[Any]:
+    """Every rank's ``("times", rank, payload)`` from ``results``, in rank order; a rank's
+    ``("error", rank, text)``, a rank that exits without a result, or ``limit_s`` passing
+    raises DistributedRunError naming ``what``."""
+    deadline = time.monotonic() + limit_s
+    per_rank: dict[int, Any] = {}
+    while len(per_rank) < workers:
+        try:
+            kind, rank, payload = results.get(timeout=0.2)
+        except queue.Empty:
+            dead = [r for r, p in enumerate(procs) if r not in per_rank and not p.is_alive()]
+            if dead:
+                raise DistributedRunError(
+                    f"{what}: rank {dead[0]} exited (code {procs[dead[0]].exitcode}) "
+                    "without a result"
+                ) from None
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(workers)) - set(per_rank))
+                raise DistributedRunError(
+                    f"{what}: rank(s) {missing} did not finish within {limit_s:g} s"
+                ) from None
+            continue
+        if kind == "error":
+            raise DistributedRunError(f"{what}: rank {rank}: {payload}")
+        per_rank[rank] = payload
+    return [per_rank[r] for r in range(workers)]
+
+
+def join_gloo_group(
+    rank: int,
+    world: int,
+    init: str,
+    timeout_s: float,
+    cluster: EmulatedCluster | None,
+    cpus: set[int] | None = None,
+) -> Any:
+    """In a fresh rank process: enter the rank's namespace of ``cluster`` (None: loopback),
+    pin it to ``cpus`` (None: anywhere), one torch thread, and join the gloo group of ``world``
+    ranks at ``init``; returns ``torch.distributed``. Imports torch (after the namespace: a
+    namespace belongs to a thread, and torch starts threads)."""
+    if cluster is not None:  # first, while this process has one thread
+        enter_namespace(cluster.namespaces[rank])
+        os.environ["GLOO_SOCKET_IFNAME"] = cluster.ifname
+    else:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if cpus is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=init, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s)
+    )
+    return dist

@@ -53,6 +53,7 @@ import numpy as np
 
 from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
+from profilers.distributed.link_duplex import duplex_text, measure_duplex
 from profilers.distributed.link_profile import (
     effective_bandwidth_bps,
     measured_network_profile,
@@ -68,7 +69,7 @@ from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
-from simcore.link_settings import DEFAULT_SOURCE, LinkSettings, Sourced
+from simcore.link_settings import DEFAULT_SOURCE, FULL_DUPLEX, LinkSettings, Sourced
 from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
@@ -286,7 +287,13 @@ def measure(
             tuple(solo.layer_nbytes.values()), workers=2, link_rate_bps=link_rate_bps
         )
         say(ring_goodput_text(ring, sharing.goodput_bps() if sharing else None))
-    measured = Measurements(base, link_rate_bps, testbed.cores, sharing, solo, alone, (), ring)
+    duplex = None
+    if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
+        duplex = measure_duplex(link_rate_bps=link_rate_bps)
+        say(duplex_text(duplex))
+    measured = Measurements(
+        base, link_rate_bps, testbed.cores, sharing, solo, alone, (), ring, duplex
+    )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
     for arch in archs:
@@ -361,6 +368,11 @@ def assess(
     elif given.flow_weight_cv_push is not None and weight_cv.source == given.profile:
         push_cv = given.flow_weight_cv_push.value
     latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
+    # What the server's link carries both ways at once, as a multiple of one direction: an
+    # option's or a profile's, else the testbed's own measurement; full duplex without any.
+    own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
+    duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
+    duplex_bps = duplex.value * bandwidth.value if duplex.value < FULL_DUPLEX else None
     fitting = Predictor(
         trace,
         bandwidth_bps,
@@ -372,6 +384,7 @@ def assess(
         latency_s=latency.value,
         ring_message_latency_s=ring_message_latency_s,
         flow_weight_cv_push=push_cv,
+        duplex_bps=duplex_bps,
     )
     comm_cpu = fit_comm_cpu(
         alone,
@@ -388,6 +401,11 @@ def assess(
         fitting, alone=alone, comm_cpu_s_per_byte=cpu.value, ring_cpu_work_s_per_byte=ring_work
     )
     link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile, push_cv)
+    if duplex_bps is not None:
+        link_text += (
+            f"; parameter server: both directions together at most "
+            f"{format_bandwidth(duplex_bps)} ({duplex.value:.3g}x one way, {duplex.source})"
+        )
     if ring_work is not None:
         link_text += (
             f"; ring AllReduce: the transfers' CPU work {ring_work * 1e9:.3g} ns per byte sent "
@@ -496,6 +514,9 @@ class Predictor:
     ring_message_latency_s: float | None = None
     # The uplink's (pushes') own flow weight cv; None: flow_weight_cv for both directions.
     flow_weight_cv_push: float | None = None
+    # What the server's link carries with pulls and pushes at once (link_duplex); None: full
+    # duplex, each direction its bandwidth whatever the other does.
+    duplex_bps: float | None = None
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -536,6 +557,7 @@ class Predictor:
             shared_nic=False,
             flow_weight_cv=self.flow_weight_cv if sim_arch == "ps" else 0.0,
             flow_weight_cv_push=self.flow_weight_cv_push if sim_arch == "ps" else None,
+            duplex_bps=self.duplex_bps if sim_arch == "ps" else None,
             comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self._rate_coupled_cpu(arch) else 0.0,
         )
 

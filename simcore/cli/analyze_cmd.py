@@ -208,8 +208,9 @@ def analytic_link_lines(
     off = [link.effect_text(key) for key in link.effects_on()]
     if off:
         lines.append(
-            f"not modelled: the coarse models have no per-transfer latency, flow weights or "
-            f"transfer CPU cost, so these are ignored: {', '.join(off)} (sgdsim simulate uses them)"
+            f"not modelled: the coarse models have no per-transfer latency, flow weights, "
+            f"duplex limit or transfer CPU cost, so these are ignored: {', '.join(off)} "
+            "(sgdsim simulate uses them)"
         )
     if link.note:
         lines.append(link.note)

@@ -14,7 +14,7 @@ import math
 
 from simcore.cli.guards import check_range
 from simcore.errors import ConfigError
-from simcore.link_settings import LinkSettings, Sourced
+from simcore.link_settings import FULL_DUPLEX, LinkSettings, Sourced
 from simcore.network import NetworkProfile, profile_note
 from simcore.network_io import load_network_profile
 from simcore.units import (
@@ -29,8 +29,8 @@ MAX_COMM_CPU_NS = 1e9  # --comm-cpu, ns per byte
 MAX_FLOW_WEIGHT_CV = 100.0  # --flow-weight-cv; measured links show 0.05-0.3
 NETWORK_HELP = (
     "measured network profile, a file or sample (`sgdsim network show`): its bandwidth, "
-    "per-transfer latency, flow weight cv, transfer CPU cost and ring goodput, unless options "
-    "say otherwise"
+    "per-transfer latency, flow weight cv, transfer CPU cost, ring goodput and duplex goodput, "
+    "unless options say otherwise"
 )
 
 
@@ -43,6 +43,13 @@ def add_effect_options(p: argparse.ArgumentParser, *, cpu: bool = True) -> None:
         metavar="CV",
         help="unequal shares of a parameter server's ps link: per-transfer lognormal weights "
         "with this coefficient of variation (default: --network's, else 0)",
+    )
+    p.add_argument(
+        "--duplex",
+        type=float,
+        metavar="RATIO",
+        help="what a parameter server's link carries in both directions at once, as a multiple "
+        "of one direction: 2 = full duplex, 1 = half duplex (default: --network's, else 2)",
     )
     if cpu:
         p.add_argument(
@@ -97,6 +104,7 @@ def link_settings(
         flow_weight_cv_push=_push_cv(args, profile, name),
         comm_cpu_s_per_byte=_comm_cpu(args, profile, name),
         host_cpu_cores=_host_cores(args, profile, name),
+        duplex_ratio=_duplex(args, profile, name),
         ring=profile.ring_goodput if profile is not None else None,
         profile=name,
         note=profile_note(profile, name) if profile is not None else "",
@@ -144,6 +152,18 @@ def _flow_weight_cv(
     if sharing.pull_cv is not None and sharing.push_cv is not None:
         return Sourced(sharing.pull_cv, name)  # the downlink's; the uplink's: _push_cv
     return Sourced(sharing.weight_cv, name)
+
+
+def _duplex(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[float]:
+    value = getattr(args, "duplex", None)
+    if value is not None:
+        check_range("--duplex", value, 1.0, FULL_DUPLEX)
+        return Sourced(float(value), "--duplex")
+    if profile is not None and name is not None and profile.duplex is not None:
+        return Sourced(min(profile.duplex.ratio, FULL_DUPLEX), name)
+    return Sourced(FULL_DUPLEX)
 
 
 def _push_cv(

@@ -28,8 +28,9 @@ def register(subparsers: Any) -> None:
         "measure the link's effects",
         description="Measure transfer time versus message size between two processes and fit "
         "time = latency + bytes / bandwidth; and the transfers' CPU cost per byte, how unevenly "
-        "concurrent flows share the link, and a ring AllReduce's goodput for W = 2..--ring-max "
-        "(--no-cpu, --no-sharing, --no-ring skip them). Without --rank both ranks run here over "
+        "concurrent flows share the link, a ring AllReduce's goodput for W = 2..--ring-max, and "
+        "what a server's link carries with pulls and pushes at once (--no-cpu, --no-sharing, "
+        "--no-ring, --no-duplex skip them). Without --rank both ranks run here over "
         "loopback; between two hosts run it on both with --rank 0 / --rank 1 and the same "
         "--master-addr and --master-port (the fit and the CPU cost only).",
     )

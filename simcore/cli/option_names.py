@@ -52,6 +52,7 @@ OPTION_OF: dict[str, str] = {
     "shared_nic": "--topology",  # only a host type file sets it
     "flow_weight_cv": "--flow-weight-cv",
     "flow_weight_cv_push": "--flow-weight-cv",
+    "duplex_bps": "--duplex",
     "comm_cpu_s_per_byte": "--comm-cpu",
     # Topology (a host type from --topology; the options given explicitly win over it)
     "hosts": "--hosts",

@@ -112,7 +112,7 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         "--network",
         help="a network profile (file or sample) whose values replace what the validation "
         "measures for the predictions: bandwidth (and ring goodput per W), latency, flow weight "
-        "cv, transfer CPU cost; options given explicitly win",
+        "cv, transfer CPU cost, duplex goodput; options given explicitly win",
     )
     p.add_argument("--latency", help="per-transfer latency for the predictions (default 0)")
     p.add_argument(
@@ -121,6 +121,13 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         metavar="CV",
         help="flow weight cv for the predictions, one value for pulls and pushes (default: "
         "measured on the testbed for each direction, else 0)",
+    )
+    p.add_argument(
+        "--duplex",
+        type=float,
+        metavar="RATIO",
+        help="what the server's link carries with pulls and pushes at once, as a multiple of one "
+        "direction: 2 = full duplex (default: measured on the testbed, else 2)",
     )
     p.add_argument(
         "--comm-cpu",

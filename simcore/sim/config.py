@@ -131,6 +131,13 @@ class SimulationConfig:
         ``host_cpu_cores``. A ring AllReduce receives as much as it sends. 0 = transfers cost
         no CPU. The validation of ``profilers.distributed`` fits it to how much the transfers
         slowed a worker's computation. See SEMANTICS.md.
+    duplex_bps : what a parameter server's link carries in both directions together (bit/s)
+        while pulls and pushes are both in flight; None = each direction carries
+        ``bandwidth_bps`` whatever the other does (full duplex). The transfers in flight share
+        it max-min fairly, each direction still at most ``bandwidth_bps``. A real server falls
+        short of twice its one-way goodput when both directions are busy (the ACKs of one
+        direction queue behind the other's data; the server's CPU handles both):
+        ``profilers.link_duplex`` measures it. See SEMANTICS.md.
     """
 
     workers: int = 1
@@ -169,6 +176,7 @@ class SimulationConfig:
     flow_weight_cv: float = 0.0
     flow_weight_cv_push: float | None = None
     comm_cpu_s_per_byte: float = 0.0
+    duplex_bps: float | None = None
 
     def weight_cv_of(self, direction: str) -> float:
         """The flow weight cv of the ``"uplink"`` (pushes) or ``"downlink"`` (pulls)."""
@@ -320,6 +328,14 @@ def _validate(config: SimulationConfig) -> None:
     check_duration_range("parse_beta_s", config.parse_beta_s)
     if config.flow_weight_cv_push is not None:
         _positive("flow_weight_cv_push", config.flow_weight_cv_push, zero_ok=True)
+    if config.duplex_bps is not None:
+        _positive("duplex_bps", config.duplex_bps)
+        check_bandwidth_range("duplex_bps", config.duplex_bps)
+        if config.arch != "ps" or config.servers != 1:
+            raise ConfigError(
+                f"duplex_bps: applies to one parameter server's link (arch='ps', servers=1), "
+                f"not arch={config.arch!r} with {config.servers} server(s)"
+            )
     weighted = config.flow_weight_cv > 0 or config.weight_cv_of("uplink") > 0
     if weighted and (config.arch != "ps" or config.policy_name != "ps"):
         raise ConfigError(

@@ -162,6 +162,12 @@ class Engine:
         for direction in (Resource.DOWNLINK.value, Resource.UPLINK.value):
             if any(s.resource == direction for dag in self.dags for s in dag.slots):
                 links[direction] = self._make_link(direction)
+        duplex = self.config.duplex_bps
+        if duplex is not None and len(links) == 2:
+            down, up = links[Resource.DOWNLINK.value], links[Resource.UPLINK.value]
+            assert isinstance(down, RateLink) and isinstance(up, RateLink)
+            down.couple_duplex(up, duplex)
+            up.couple_duplex(down, duplex)
         return links
 
     def _make_link(self, name: str) -> Link:
@@ -170,7 +176,12 @@ class Engine:
         bandwidth = cfg.bandwidth_bps
         shared_nic = cfg.colocated_workers > 1 and cfg.shared_nic
         # Only the general link has NIC groups, weights, and tells the CPUs its flows' rates.
-        general = shared_nic or cfg.weight_cv_of(name) > 0 or cfg.comm_cpu_s_per_byte > 0
+        general = (
+            shared_nic
+            or cfg.weight_cv_of(name) > 0
+            or cfg.comm_cpu_s_per_byte > 0
+            or cfg.duplex_bps is not None
+        )
         uniform = all(c == caps[0] for c in caps)
         if not general and cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):
             cap = caps[0]
@@ -366,9 +377,7 @@ class Engine:
             elif spec.is_network:
                 queue = make_stream_scheduler(self.config.scheduler, context)
                 slots.append(
-                    NetSlot(
-                        env, state, sid, self.links[spec.resource], spec.server, queue, hold_s
-                    )
+                    NetSlot(env, state, sid, self.links[spec.resource], spec.server, queue, hold_s)
                 )
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))

@@ -104,6 +104,10 @@ class RateLink(Link):
         )
         self._min_cap = min(caps_bps, default=math.inf)
         self._uniform_cap = all(c == self._min_cap for c in caps_bps)
+        # The other direction of a duplex-limited server link (couple_duplex); None: none.
+        self._partner: RateLink | None = None
+        self._duplex_bps = math.inf
+        self._told_partner = 0  # the number of flows the partner last planned with
 
     def transmit(self, owner: FlowOwner, bits: float) -> None:
         if self._in_cb and owner.departing:
@@ -132,11 +136,31 @@ class RateLink(Link):
                 self._area_rate_c[c] += self._rate_c[c] * dt
             self._t = now
 
+    def couple_duplex(self, partner: RateLink, duplex_bps: float) -> None:
+        """Share ``duplex_bps`` with ``partner`` (the other direction of the same server's link)
+        while both carry transfers: see :func:`duplex_capacity`. Call it on both links."""
+        self._partner, self._duplex_bps = partner, duplex_bps
+
+    def _active(self) -> int:
+        return sum(1 for f in self._flows if not f.done)
+
+    def _duplex_share(self, capacity: float, n: int) -> float:
+        """This direction's capacity with ``n`` flows beside the partner's (duplex_capacity)."""
+        partner = self._partner
+        assert partner is not None
+        return duplex_capacity(capacity, n, partner._caps_c[0], partner._active(), self._duplex_bps)
+
     def _replan(self) -> None:
         if self._single:
             self._replan_single()
         else:
             self._replan_general()
+        partner = self._partner
+        if partner is not None:  # the partner's capacity follows this link's number of flows
+            n = self._active()
+            if n != self._told_partner:
+                self._told_partner = n
+                partner.refresh()
 
     def _replan_single(self) -> None:
         """The general re-plan for one channel without NIC limits, in the same float order."""
@@ -148,6 +172,8 @@ class RateLink(Link):
         total = 0.0
         if n:
             capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(n)
+            if self._partner is not None:
+                capacity = self._duplex_share(capacity, n)
             rates: Sequence[float]
             if self._weight is not None:
                 weights = [f.weight for f in flows]
@@ -189,6 +215,8 @@ class RateLink(Link):
         """Re-plan a lone flow as :meth:`_replan_single` would (a host CPU with one worker is
         never busier); False, having done nothing, where its rate needs the general rules."""
         capacity = self._caps_c[0] if self._capacity_of is None else self._capacity_of(1)
+        if self._partner is not None:
+            capacity = self._duplex_share(capacity, 1)
         if self._weight is not None:
             weight = flow.weight
             rate = capacity * weight / (0 + weight)  # what weighted sharing gives it
@@ -240,6 +268,8 @@ class RateLink(Link):
             caps = [self._caps[w] for w in workers]
             if capacity_of is not None:
                 capacity = capacity_of(len(idx))
+            if self._partner is not None:
+                capacity = self._duplex_share(capacity, len(idx))
             if self._weight is None:
                 share = capped_rates(self._policy, workers, capacity, caps, self._maxmin)
             else:
@@ -297,7 +327,7 @@ class RateLink(Link):
             if not self._solo(flow):
                 self._replan_single()
             return
-        if not (flows or self._on_rates):
+        if not (flows or self._on_rates or self._partner):
             return  # nothing runs: the re-plan would change nothing (no rate, no timeout)
         self._advance(self.env.now)
         self._replan()
@@ -364,6 +394,29 @@ class RateLink(Link):
             )
             for c in range(len(self._caps_c))
         ]
+
+
+def duplex_capacity(
+    capacity_bps: float, flows: int, other_bps: float, other_flows: int, duplex_bps: float
+) -> float:
+    """What one direction of a link may carry (bit/s) when the two directions together carry at
+    most ``duplex_bps``: max-min fair between all the transfers in flight, ``flows`` in this
+    direction (at most ``capacity_bps`` together) and ``other_flows`` in the other (at most
+    ``other_bps``). With the other direction idle, its own capacity.
+
+    Every transfer gets the same level until a constraint binds: the shared one (each direction
+    then carries its flows' part of ``duplex_bps``), or one direction's own capacity (that one
+    carries its capacity and the other what the shared limit leaves, up to its own).
+    """
+    if other_flows == 0 or flows == 0:
+        return capacity_bps
+    shared = duplex_bps / (flows + other_flows)
+    own, other = capacity_bps / flows, other_bps / other_flows
+    if shared <= own and shared <= other:
+        return min(capacity_bps, shared * flows)
+    if own <= other:
+        return capacity_bps  # this direction is full first; the other gets what is left
+    return max(min(capacity_bps, duplex_bps - other_bps), 0.0)
 
 
 def weighted_rates(
