@@ -17,7 +17,8 @@ Setup
       ``tc`` to RATE. The link is measured first: one flow's goodput (the bandwidth to predict
       with, unless ``--bandwidth`` is given), how concurrent flows share it (FCFS index), and
       for ring AllReduce the goodput of a ring of two nodes all-reducing the model's layers
-      alone (what it took beyond its bytes is the ring's cost per message);
+      alone (what it took beyond its bytes is the ring's cost per message), for a parameter
+      server what its link carries with pulls and pushes at once (the duplex limit);
     - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
       and transfers (on loopback the bandwidth is fitted to its transfers);
     - predictions: ``simcore.sim.simulate`` with the workers sharing their cores but not their

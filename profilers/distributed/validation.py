@@ -11,7 +11,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    ``flow_weight_cv``. For ring AllReduce also a ring of two nodes all-reducing the model's
    layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): what it took
    beyond its bytes at one flow's goodput, per message, is the ring predictions' fixed cost of
-   each of its 2(W-1) messages per layer. Without the testbed every rank talks over loopback.
+   each of its 2(W-1) messages per layer. For a parameter server also what its link carries
+   with pulls and pushes in flight at once (:mod:`profilers.distributed.link_duplex`), the
+   simulator's ``duplex_bps``. Without the testbed every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.
@@ -102,6 +104,9 @@ SIM_RULE = PrecisionRule(target=DEFAULT_PRECISION, max_steps=SIM_STEPS)
 # seed, or a bandwidth 0.05% off, moves one W = 2 prediction by 6%): a prediction is the mean of
 # independent replications, not one run's draw.
 SIM_REPLICATIONS = 8
+# The duplex measurement moved by about +-0.1 (around 1.5-1.6) from one measurement to the next
+# with 8 repetitions; 16 of each (about 20 s at 300-500 Mbit/s) narrow that by about sqrt(2).
+DUPLEX_REPEATS = 16
 SHORTFALL = 0.05  # a fitted slowdown this much short of the measured one is reported
 _SIM_SHAPE = {  # architecture -> (simulator arch, mode)
     Architecture.PS_ASYNC: ("ps", "async"),
@@ -289,7 +294,7 @@ def measure(
         say(ring_goodput_text(ring, sharing.goodput_bps() if sharing else None))
     duplex = None
     if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
-        duplex = measure_duplex(link_rate_bps=link_rate_bps)
+        duplex = measure_duplex(link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS)
         say(duplex_text(duplex))
     measured = Measurements(
         base, link_rate_bps, testbed.cores, sharing, solo, alone, (), ring, duplex
