@@ -54,8 +54,23 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        print(f"sgdsim: error: {one_line(message)} (see {self.prog} --help)", file=sys.stderr)
+        print(
+            f"{program_name(self.prog)}: error: {one_line(message)} (see {self.prog} --help)",
+            file=sys.stderr,
+        )
         raise SystemExit(EXIT_USAGE)
+
+
+def program_name(prog: str) -> str:
+    """How errors name the program: ``sgdsim`` for ``sgdsim simulate``, ``scaling`` for a
+    scenario's ``python scenarios/scaling.py`` (as its other errors do), the module for
+    ``python -m MODULE``."""
+    words = prog.split()
+    if len(words) >= 2 and words[0] == "python" and words[1].endswith(".py"):
+        return os.path.splitext(os.path.basename(words[1]))[0]
+    if len(words) >= 3 and words[:2] == ["python", "-m"]:
+        return words[2]
+    return words[0] if words else "sgdsim"
 
 
 def build_parser() -> argparse.ArgumentParser:
