@@ -19,8 +19,9 @@ Setup
       for ring AllReduce the goodput of a ring of two nodes all-reducing the model's layers
       alone (what it took beyond its bytes is the ring's cost per message), for a parameter
       server what its link carries with pulls and pushes at once (the duplex limit);
-    - the solo profile: a one-worker PS Async-SGD run, turned into a trace with measured compute
-      and transfers (on loopback the bandwidth is fitted to its transfers);
+    - the solo profile: one-worker PS Async-SGD runs (``--profile-runs``, 3), their steps pooled
+      into a trace with measured compute and transfers (on loopback the bandwidth is fitted to
+      their transfers);
     - predictions: ``simcore.sim.simulate`` with the workers sharing their cores but not their
       links, and the measured unequal sharing of the server's link (``flow_weight_cv``); the
       same as if every worker had a host of its own and the link shared equally ("ideal"); the

@@ -2,7 +2,8 @@
 # The validation campaign behind the README's accuracy table (issue 14): real gloo training on the
 # emulated cluster (one network namespace per rank, the server's link -- ring: every worker's --
 # shaped with tc), three models, four architectures, W = 1..4, two link rates, three runs a point.
-# Needs root and an otherwise idle machine; about 80 minutes on 2 cores.
+# Needs root and an otherwise idle machine; about 90 minutes on 2 cores (each validation pools
+# three one-worker profile runs and measures the link's duplex limit first).
 #
 #   bash scenarios/validation_campaign.sh [OUT_DIR]     (default results/campaign)
 #

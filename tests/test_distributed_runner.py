@@ -35,7 +35,7 @@ from profilers.distributed import (
     synthetic_batch,
 )
 from profilers.distributed.__main__ import main as command_main
-from profilers.distributed.to_trace import COMPUTATION_KINDS, with_compute_of
+from profilers.distributed.to_trace import COMPUTATION_KINDS, pooled_trace, with_compute_of
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace
 from simcore.trace.build import ps_step_ops
@@ -186,6 +186,33 @@ def test_a_run_without_transfers_gives_the_trace_its_computation_alone() -> None
     other = run_distributed(_config(architecture="allreduce", servers=0, workers=1, batch_size=8))
     with pytest.raises(ConfigError, match="batch 8"):
         with_compute_of(trace, other)
+
+
+def test_a_profile_pools_the_steps_of_several_one_worker_runs() -> None:
+    config = _config(architecture="ps-async", workers=1)
+    first, second = run_distributed(config), run_distributed(config)
+    one, other = run_to_trace(first), run_to_trace(second)
+    pooled = pooled_trace([first, second])
+    assert [op.id for op in pooled.ops] == [op.id for op in one.ops]
+    assert pooled.steps == one.steps + other.steps  # in order, as each run gives them
+    assert pooled.metadata.profiled_steps == one.n_steps + other.n_steps
+    assert pooled_trace([first]) == one
+    # the computation alone pools its runs' steps alike: step n takes pooled row n
+    rings = [
+        run_distributed(_config(architecture="allreduce", servers=0, workers=1)) for _ in range(2)
+    ]
+    alone = with_compute_of(pooled, rings)
+    each = [with_compute_of(one, ring) for ring in rings]
+    assert alone.steps[: one.n_steps] == each[0].steps
+    computation = [i for i, op in enumerate(one.ops) if op.kind.value in COMPUTATION_KINDS]
+    for n in range(one.n_steps):
+        got = [alone.steps[one.n_steps + n].duration_s[i] for i in computation]
+        assert got == [each[1].steps[n].duration_s[i] for i in computation]
+    strict = run_distributed(_config(architecture="ps-async", workers=1, overlap="strict"))
+    with pytest.raises(ConfigError, match="not the same configuration"):
+        pooled_trace([first, strict])
+    with pytest.raises(ConfigError, match="no run"):
+        pooled_trace([])
 
 
 @pytest.mark.parametrize(

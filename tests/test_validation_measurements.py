@@ -92,6 +92,8 @@ def measurements(with_sharing: bool = True) -> Measurements:
         points,
         ring,
         duplex,
+        solo_more=(a_run(),) if with_sharing else (),
+        alone_more=(a_run("allreduce"),) if with_sharing else (),
     )
 
 
@@ -162,6 +164,30 @@ def test_measurements_round_trip_through_a_file(
         first = path.read_bytes()
         save_measurements(m, path, overwrite=True)
         assert path.read_bytes() == first
+
+
+def test_further_profile_runs_come_back_and_older_files_have_none() -> None:
+    m = measurements()
+    back = measurements_from_dict(json.loads(json.dumps(measurements_to_dict(m))))
+    assert back.solo_runs == (m.solo, *m.solo_more) and len(back.solo_runs) == 2
+    assert back.alone_runs == (m.alone, *m.alone_more) and len(back.alone_runs) == 2
+    older = measurements_to_dict(m)
+    del older["solo_more"], older["alone_more"]
+    assert measurements_from_dict(older).solo_runs == (m.solo,)
+    other = measurements_to_dict(m)
+    other["solo_more"] = [run_to_dict(a_run(batch=16))]
+    with pytest.raises(ConfigError, match=r"solo_more\[0\] trained mlp with batch 16"):
+        measurements_from_dict(other, "m.json")
+    other["solo_more"] = {}
+    with pytest.raises(ConfigError, match=r"m\.json: solo_more: expected a list of runs"):
+        measurements_from_dict(other, "m.json")
+
+
+def test_the_cli_default_of_profile_runs_is_the_librarys() -> None:
+    from profilers.distributed.validation import PROFILE_RUNS
+    from simcore.cli import validate_cmd
+
+    assert validate_cmd.PROFILE_RUNS == PROFILE_RUNS
 
 
 def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None:

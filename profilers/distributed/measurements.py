@@ -14,6 +14,7 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
                       "link_rate_bps": 1e8} | null,   # optional: a ring AllReduce alone
      "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
+     "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
 
 A run of a compacted file (:func:`compacted`, for files kept in a repository) may have no spans
@@ -77,6 +78,9 @@ class Measurements:
     one-worker ring run (the computation without transfers); ``ring`` the goodput of a ring
     AllReduce of the model's layers alone, on the testbed (None: not measured); ``duplex`` what
     the server's link carries with pulls and pushes at once (None: not measured).
+    ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
+    profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
+    of one configuration differed by up to 20%).
     """
 
     base: RunConfig
@@ -88,6 +92,18 @@ class Measurements:
     points: tuple[MeasuredPoint, ...]
     ring: RingGoodput | None = None
     duplex: DuplexReport | None = None
+    solo_more: tuple[RunResult, ...] = ()
+    alone_more: tuple[RunResult, ...] = ()
+
+    @property
+    def solo_runs(self) -> tuple[RunResult, ...]:
+        """Every one-worker parameter-server run the profile pools, ``solo`` first."""
+        return (self.solo, *self.solo_more)
+
+    @property
+    def alone_runs(self) -> tuple[RunResult, ...]:
+        """Every run of the computation alone the profile pools, ``alone`` first."""
+        return (self.alone, *self.alone_more)
 
 
 COMPACT_DECIMALS = 7  # timestamps and durations to 0.1 us: far below any op the runs time
@@ -114,7 +130,14 @@ def compacted(m: Measurements) -> Measurements:
         )
         for p in m.points
     )
-    return dataclasses.replace(m, solo=_rounded(m.solo), alone=_rounded(m.alone), points=points)
+    return dataclasses.replace(
+        m,
+        solo=_rounded(m.solo),
+        alone=_rounded(m.alone),
+        solo_more=tuple(_rounded(r) for r in m.solo_more),
+        alone_more=tuple(_rounded(r) for r in m.alone_more),
+        points=points,
+    )
 
 
 def _rounded(run: RunResult) -> RunResult:
@@ -141,6 +164,8 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         "duplex": None if m.duplex is None else duplex_to_dict(m.duplex),
         "solo": run_to_dict(m.solo),
         "alone": run_to_dict(m.alone),
+        "solo_more": [run_to_dict(r) for r in m.solo_more],
+        "alone_more": [run_to_dict(r) for r in m.alone_more],
         "points": [
             {
                 "architecture": p.architecture.value,
@@ -173,6 +198,13 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
             raise ConfigError(f"{source}: missing field {key!r}")
     solo = run_from_dict(data["solo"], f"{source}: solo")
     alone = run_from_dict(data["alone"], f"{source}: alone")
+    solo_more, alone_more = (
+        tuple(
+            run_from_dict(r, f"{source}: {key}[{k}]")
+            for k, r in enumerate(_list(data.get(key, []), source, key))
+        )
+        for key in ("solo_more", "alone_more")
+    )
     try:
         base = config_from_dict(data["base"])
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
@@ -199,6 +231,8 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         points.append(MeasuredPoint(arch, workers, runs))
     for what, run in (
         ("alone", alone),
+        *((f"solo_more[{k}]", r) for k, r in enumerate(solo_more)),
+        *((f"alone_more[{k}]", r) for k, r in enumerate(alone_more)),
         *((f"a run of {p.architecture.value} W={p.workers}", r) for p in points for r in p.runs),
     ):
         if run.model_name != solo.model_name or run.config.batch_size != solo.config.batch_size:
@@ -228,7 +262,15 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         points=tuple(points),
         ring=None if ring is None else _ring_from_dict(ring, source),
         duplex=None if duplex is None else duplex_from_dict(duplex, source),
+        solo_more=solo_more,
+        alone_more=alone_more,
     )
+
+
+def _list(value: Any, source: str, key: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: {key}: expected a list of runs, got {type(value).__name__}")
+    return value
 
 
 def _ring_to_dict(ring: RingGoodput) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from simcore.trace.model import (
 )
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
-__all__ = ["run_to_trace", "with_compute_of"]
+__all__ = ["pooled_trace", "run_to_trace", "with_compute_of"]
 
 ROUND_DIGITS = 9  # nanoseconds, as the per-layer profiler
 # Spans of computation (the worker's, and a layer's update), as opposed to transfers.
@@ -88,9 +88,10 @@ def run_to_trace(result: RunResult) -> Trace:
     return trace_from_dict(trace_to_dict(trace), source=source)  # validated like a file
 
 
-def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
+def with_compute_of(trace: Trace, compute_run: RunResult | Sequence[RunResult]) -> Trace:
     """``trace`` with its computation as measured in ``compute_run``, a run of the same model and
-    batch without transfers (one ring-AllReduce worker: it sends nothing).
+    batch without transfers (one ring-AllReduce worker: it sends nothing); several such runs
+    pool their steps, in order.
 
     In the one-worker parameter-server run the transfers' CPU work (gloo's thread, the kernel's
     network stack) ran on the worker's core beside its computation and slowed it, and on the
@@ -106,6 +107,29 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
     ------
     ConfigError : the compute run had transfers, another model or batch size, or no steps.
     """
+    runs = [compute_run] if isinstance(compute_run, RunResult) else list(compute_run)
+    if not runs:
+        raise ConfigError("with_compute_of: no compute run")
+    rows = [row for run in runs for row in _compute_rows(trace, run)]
+    computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTATION_KINDS]
+    steps = []
+    for n, step in enumerate(trace.steps):
+        timed = rows[n % len(rows)]
+        durations = list(step.duration_s)
+        for i in computation:
+            measured = timed.get(trace.ops[i].id)
+            durations[i] = 0.0 if measured is None else round(max(measured[1], 0.0), ROUND_DIGITS)
+        steps.append(StepProfile(duration_s=tuple(durations), start_s=step.start_s))
+    meta = trace.metadata
+    notes = f"{meta.notes}; computation from a run without transfers".lstrip("; ")
+    out = dataclasses.replace(
+        trace, metadata=dataclasses.replace(meta, notes=notes), steps=tuple(steps)
+    )
+    return trace_from_dict(trace_to_dict(out), source=f"{trace.source} (computation alone)")
+
+
+def _compute_rows(trace: Trace, compute_run: RunResult) -> list[dict[str, tuple[float, float]]]:
+    """Each post-warm-up step of ``compute_run``: op id -> (start, duration), gaps charged."""
     config = compute_run.config
     if config.workers != 1 or config.architecture.uses_servers:
         raise ConfigError(
@@ -140,20 +164,31 @@ def with_compute_of(trace: Trace, compute_run: RunResult) -> Trace:
         ready = ends[n - 1] - starts[n] if n - 1 in ends else None
         _charge_gaps(trace.ops, timed, ready_s=ready)
         _charge_update_gaps(trace.ops, timed, reduced[n])
-    computation = [i for i, op in enumerate(trace.ops) if op.kind.value in COMPUTATION_KINDS]
-    steps = []
-    for n, step in enumerate(trace.steps):
-        timed = rows[n % len(rows)]
-        durations = list(step.duration_s)
-        for i in computation:
-            measured = timed.get(trace.ops[i].id)
-            durations[i] = 0.0 if measured is None else round(max(measured[1], 0.0), ROUND_DIGITS)
-        steps.append(StepProfile(duration_s=tuple(durations), start_s=step.start_s))
-    notes = f"{meta.notes}; computation from a run without transfers".lstrip("; ")
-    out = dataclasses.replace(
-        trace, metadata=dataclasses.replace(meta, notes=notes), steps=tuple(steps)
-    )
-    return trace_from_dict(trace_to_dict(out), source=f"{trace.source} (computation alone)")
+    return rows
+
+
+def pooled_trace(runs: Sequence[RunResult]) -> Trace:
+    """The post-warm-up steps of several one-worker parameter-server runs of one configuration
+    as one trace (:func:`run_to_trace` of each, their steps in order): a profile that carries
+    less of one run's luck.
+
+    Raises
+    ------
+    ConfigError : no run, or runs whose traces differ in their ops (another configuration).
+    """
+    if not runs:
+        raise ConfigError("pooled_trace: no run")
+    traces = [run_to_trace(run) for run in runs]
+    first = traces[0]
+    for k, other in enumerate(traces[1:], start=1):
+        if other.ops != first.ops:
+            raise ConfigError(f"pooled_trace: run {k} is not the same configuration as run 0")
+    if len(traces) == 1:
+        return first
+    steps = tuple(step for t in traces for step in t.steps)
+    meta = dataclasses.replace(first.metadata, profiled_steps=len(steps))
+    out = dataclasses.replace(first, metadata=meta, steps=steps)
+    return trace_from_dict(trace_to_dict(out), source=f"<distributed runs {meta.model_name}>")
 
 
 def _profile(

@@ -18,7 +18,10 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.
 1. **Profile.** A one-worker PS Async-SGD run gives a trace with measured compute and measured
-   transfers (:func:`~profilers.distributed.to_trace.run_to_trace`). On loopback the bandwidth
+   transfers (:func:`~profilers.distributed.to_trace.run_to_trace`); ``profile_runs`` such
+   runs (3), and as many of the computation alone, taken in turns, pool their steps
+   (:func:`~profilers.distributed.to_trace.pooled_trace`), so that one run's luck does not
+   carry into every prediction. On loopback the bandwidth
    is fitted to its transfers (bytes over the time each connection was busy). A one-worker
    ring-AllReduce run, which sends nothing, gives the computation alone
    (:func:`~profilers.distributed.to_trace.with_compute_of`): the transfers' CPU work slowed the
@@ -66,7 +69,7 @@ from profilers.distributed.records import RunResult, SlowdownReport
 from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed, available_cores
-from profilers.distributed.to_trace import run_to_trace, with_compute_of
+from profilers.distributed.to_trace import pooled_trace, with_compute_of
 from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure_link_sharing
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
@@ -104,6 +107,9 @@ SIM_RULE = PrecisionRule(target=DEFAULT_PRECISION, max_steps=SIM_STEPS)
 # seed, or a bandwidth 0.05% off, moves one W = 2 prediction by 6%): a prediction is the mean of
 # independent replications, not one run's draw.
 SIM_REPLICATIONS = 8
+# One-worker runs of each kind a validation pools into its profile: on the 2-core VM such runs
+# of one configuration differed by up to 20%, and every prediction inherits the profile's luck.
+PROFILE_RUNS = 3
 # The duplex measurement moved by about +-0.1 (around 1.5-1.6) from one measurement to the next
 # with 8 repetitions; 16 of each (about 20 s at 300-500 Mbit/s) narrow that by about sqrt(2).
 DUPLEX_REPEATS = 16
@@ -234,6 +240,7 @@ def measure(
     link_rate_bps: float | None = None,
     threads: int = 1,
     seed: int = 0,
+    profile_runs: int = PROFILE_RUNS,
     progress: Progress | None = None,
     checkpoint: Callable[[Measurements], None] | None = None,
 ) -> Measurements:
@@ -253,6 +260,8 @@ def measure(
         with the parameter server's link, or every worker's link for ring AllReduce, shaped to
         this rate; None: every rank on loopback, unshaped.
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
+    profile_runs : one-worker runs of each kind (the profile, the computation alone), taken in
+        turns; the profile pools their steps.
     progress : called with a line of text as each run finishes.
     checkpoint : called with what has been measured so far once the one-worker runs are done
         and after every point, so that a run failing late loses nothing measured before it.
@@ -262,9 +271,10 @@ def measure(
     ConfigError : a bad argument, or the testbed is not permitted here.
     DistributedRunError : a run failed.
     """
-    if workers_max < 1 or repetitions < 1:
+    if workers_max < 1 or repetitions < 1 or profile_runs < 1:
         raise ConfigError(
-            f"workers_max and repetitions must be >= 1, got {workers_max}, {repetitions}"
+            f"workers_max, repetitions and profile_runs must be >= 1, got {workers_max}, "
+            f"{repetitions}, {profile_runs}"
         )
     say = progress or (lambda _line: None)
     base = RunConfig(
@@ -282,9 +292,16 @@ def measure(
     if link_rate_bps is not None:
         sharing = measure_link_sharing(link_rate_bps)
         say(link_sharing_text(sharing))
-    solo = testbed.run(base)
-    say(f"solo profile: {solo.examples_per_s:.1f} examples/s")
-    alone = testbed.run(_run_config(base, Architecture.ALLREDUCE, 1))
+    solos, alones = [], []
+    for _ in range(profile_runs):  # in turns: a drift of the machine touches both kinds alike
+        solos.append(testbed.run(base))
+        alones.append(testbed.run(_run_config(base, Architecture.ALLREDUCE, 1)))
+    solo, alone = solos[0], alones[0]
+    say(
+        "solo profile: "
+        + ", ".join(f"{r.examples_per_s:.1f}" for r in solos)
+        + f" examples/s ({len(solos)} run(s), pooled)"
+    )
     ring = None
     if link_rate_bps is not None and Architecture.ALLREDUCE in archs and workers_max >= 2:
         # The ring's own goodput over two nodes: as few machines as measuring the link takes.
@@ -297,7 +314,17 @@ def measure(
         duplex = measure_duplex(link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS)
         say(duplex_text(duplex))
     measured = Measurements(
-        base, link_rate_bps, testbed.cores, sharing, solo, alone, (), ring, duplex
+        base,
+        link_rate_bps,
+        testbed.cores,
+        sharing,
+        solo,
+        alone,
+        (),
+        ring,
+        duplex,
+        solo_more=tuple(solos[1:]),
+        alone_more=tuple(alones[1:]),
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
@@ -342,8 +369,8 @@ def assess(
     say = progress or (lambda _line: None)
     solo, sharing = measured.solo, measured.sharing
     testbed = Testbed(measured.link_rate_bps, measured.cores)
-    trace = run_to_trace(solo)
-    alone = with_compute_of(trace, measured.alone)
+    trace = pooled_trace(measured.solo_runs)
+    alone = with_compute_of(trace, measured.alone_runs)
     given = link or LinkSettings(Sourced(0.0))
     own = measured_network_profile(measured, trace)  # what this validation measured
     ring_bandwidth_bps = None
@@ -445,7 +472,7 @@ def assess(
         measured.base.threads or 1,
         trace,
         points,
-        solo.examples_per_s,
+        statistics.fmean(r.examples_per_s for r in measured.solo_runs),
         solo_sim,
         measured.link_rate_bps,
         sharing,
@@ -802,9 +829,11 @@ def report_text(report: ValidationReport) -> str:
     if report.comm_cpu is not None:
         lines.append(comm_cpu_text(report.comm_cpu))
     solo_error = (report.solo_simulated - report.solo_examples_per_s) / report.solo_examples_per_s
+    runs = len(report.measurements.solo_runs) if report.measurements is not None else 1
     lines.append(
-        f"solo profile run: {report.solo_examples_per_s:.1f} examples/s measured, "
-        f"{report.solo_simulated:.1f} simulated from its own trace ({100 * solo_error:+.1f}%)"
+        f"solo profile ({runs} run(s)): {report.solo_examples_per_s:.1f} examples/s measured "
+        f"(mean), {report.solo_simulated:.1f} simulated from their trace "
+        f"({100 * solo_error:+.1f}%)"
     )
     for table in report_tables(report):
         lines += ["", table.text()]

@@ -32,6 +32,7 @@ MODEL = "cnn"
 BATCH_SIZE = 32
 WORKERS_MAX = 4
 REPETITIONS = 3
+PROFILE_RUNS = 3  # = profilers.distributed.validation.PROFILE_RUNS (not imported: torch)
 STEPS = 100  # per worker and run: fewer leave the 10-30% run-to-run spread of a busy VM
 WARMUP_STEPS = 10
 THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
@@ -65,6 +66,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=REPETITIONS,
         help=f"real runs per W (default {REPETITIONS})",
+    )
+    p.add_argument(
+        "--profile-runs",
+        type=positive_int,
+        default=PROFILE_RUNS,
+        help=f"one-worker runs the profile pools, and as many of the computation alone "
+        f"(default {PROFILE_RUNS})",
     )
     p.add_argument(
         "--steps",
@@ -251,6 +259,7 @@ def validate_with(
         workers_max=args.workers_max,
         architectures=tuple(args.arch or ARCHITECTURES),
         repetitions=args.repetitions,
+        profile_runs=args.profile_runs,
         steps=args.steps,
         warmup=args.warmup,
         overlap=args.overlap,
@@ -310,7 +319,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 # Limits of a validation run here: more is days of training or more ranks than a machine holds.
-RUN_LIMITS = {"workers_max": 64, "repetitions": 100, "steps": 100_000, "warmup": 100_000}
+RUN_LIMITS = {
+    "workers_max": 64,
+    "repetitions": 100,
+    "profile_runs": 100,
+    "steps": 100_000,
+    "warmup": 100_000,
+}
 
 
 def _check_run_sizes(args: argparse.Namespace) -> None:
