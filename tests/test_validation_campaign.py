@@ -256,6 +256,19 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives() -> None:
         assert row in readme, f"README row should read:\n{row}"
 
 
+def test_the_readme_check_row_is_what_the_shipped_check_gives() -> None:
+    """The README's row for the independent check (check-400), as the shipped runs give it."""
+    report = assess_campaign(["check-400"])
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    cells = []
+    for label in ("PS async, layerwise", "PS sync, layerwise", "ring AllReduce, layerwise", None):
+        errors = report.abs_errors(4e8, label)
+        cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+        cells.append(cell if label else f"**{cell}**")
+    row = "| 400 Mbit/s, batch 16 (check) |" + "".join(f" {cell} |" for cell in cells)
+    assert row in readme, f"README row should read:\n{row}"
+
+
 def test_a_rings_message_cost_is_its_time_beyond_the_bytes_per_message() -> None:
     # Two nodes, two layers of 1000 B: each link carries 2(2-1)/2 * 8 * 2000 = 16000 bits, 16 ms
     # at 1 Mbit/s; the median repetition took 20 ms, so the 2(2-1) * 2 = 4 messages cost 1 ms.
