@@ -23,11 +23,17 @@ from simcore.network_effects import RingGoodput
 from simcore.sim import SimulationConfig
 from simcore.units import format_bandwidth, format_seconds
 
-__all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced"]
+__all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced", "duplex_limit_bps"]
 
 T = TypeVar("T")
 DEFAULT_SOURCE = "default"
 FULL_DUPLEX = 2.0  # both directions of a link together carry twice one's goodput
+
+
+def duplex_limit_bps(ratio: float, bandwidth_bps: float) -> float | None:
+    """The simulator's ``duplex_bps`` for a duplex ``ratio`` (both directions' goodput over
+    one's) on a link of ``bandwidth_bps``: None (no limit) at full duplex or above."""
+    return ratio * bandwidth_bps if ratio < FULL_DUPLEX else None
 
 
 @dataclass(frozen=True)
@@ -116,9 +122,10 @@ class LinkSettings:
                 f"not --arch {config.arch} with --sharing {config.policy_name}"
             )
         duplex = self.duplex_ratio
-        if duplex.value < FULL_DUPLEX and self.duplex_applies(config):
-            changes["duplex_bps"] = duplex.value * changes["bandwidth_bps"]
-        elif duplex.value < FULL_DUPLEX and duplex.is_option and strict:
+        limit = duplex_limit_bps(duplex.value, changes["bandwidth_bps"])
+        if limit is not None and self.duplex_applies(config):
+            changes["duplex_bps"] = limit
+        elif limit is not None and duplex.is_option and strict:
             what = f"--arch {config.arch}" if config.arch != "ps" else f"--servers {config.servers}"
             raise ConfigError(
                 f"{duplex.source}: a duplex limit applies to one parameter server's link, not "

@@ -141,10 +141,6 @@ class Duplex:
     method: str = ""
     created_utc: str = ""
 
-    def duplex_bps(self, bandwidth_bps: float) -> float:
-        """The simulator's ``duplex_bps`` for a link of ``bandwidth_bps`` each way."""
-        return self.ratio * bandwidth_bps
-
 
 Effect = FlowSharing | TransferCpu | RingGoodput | Duplex
 # The JSON key of each effect, in the order they are written; with what a note calls it.
@@ -199,7 +195,10 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
         )
     if key == "duplex":
         ratio = check.number(
-            data, "ratio", where, "> 0 (both directions' goodput over one's; 2: full duplex)",
+            data,
+            "ratio",
+            where,
+            "> 0 (both directions' goodput over one's; 2: full duplex)",
             positive,
         )
         return Duplex(ratio, method, created)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
-from profilers.distributed.testbed import available_cores
+from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.units import format_bandwidth
@@ -162,9 +162,9 @@ def _run(
     warmup: int,
     timeout_s: float,
 ) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-    cores = available_cores()
     world = workers + 1
-    cpus = [{cores[0]}] + [set(cores[1:])] * workers if len(cores) >= 2 else [None] * world
+    pinned = Testbed(cores=available_cores()).server_and_worker_cpus(1, workers)
+    cpus: list[set[int] | None] = list(pinned) if pinned is not None else [None] * world
     per_rank = run_rank_processes(
         "duplex",
         _rank_main,

@@ -54,7 +54,14 @@ class Testbed:
         """The cores of each rank, servers first; None: no pinning."""
         if not self.server_core(config.architecture):
             return None
-        return [{self.cores[0]}] * config.servers + [set(self.cores[1:])] * config.workers
+        return self.server_and_worker_cpus(config.servers, config.workers)
+
+    def server_and_worker_cpus(self, servers: int, workers: int) -> list[set[int]] | None:
+        """The cores of ``servers`` server ranks then ``workers`` worker ranks: the first core
+        for the servers, the others shared by the workers; None (no pinning) on one core."""
+        if len(self.cores) < 2:
+            return None
+        return [{self.cores[0]}] * servers + [set(self.cores[1:])] * workers
 
     def worker_cores(self, arch: Architecture) -> float:
         """Cores the workers of ``arch`` share (the simulator's ``host_cpu_cores``)."""

@@ -74,7 +74,13 @@ from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
-from simcore.link_settings import DEFAULT_SOURCE, FULL_DUPLEX, LinkSettings, Sourced
+from simcore.link_settings import (
+    DEFAULT_SOURCE,
+    FULL_DUPLEX,
+    LinkSettings,
+    Sourced,
+    duplex_limit_bps,
+)
 from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
@@ -404,7 +410,7 @@ def assess(
     # option's or a profile's, else the testbed's own measurement; full duplex without any.
     own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
     duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
-    duplex_bps = duplex.value * bandwidth.value if duplex.value < FULL_DUPLEX else None
+    duplex_bps = duplex_limit_bps(duplex.value, bandwidth.value)
     fitting = Predictor(
         trace,
         bandwidth_bps,

@@ -137,7 +137,7 @@ class SimulationConfig:
         it max-min fairly, each direction still at most ``bandwidth_bps``. A real server falls
         short of twice its one-way goodput when both directions are busy (the ACKs of one
         direction queue behind the other's data; the server's CPU handles both):
-        ``profilers.link_duplex`` measures it. See SEMANTICS.md.
+        ``profilers.distributed.link_duplex`` measures it. See SEMANTICS.md.
     """
 
     workers: int = 1
