@@ -531,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_caps(caps, out.path(CAPS_PNG), caps_title, cap_label, overwrite=out.force)
         print(out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

@@ -427,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_timelines(rows, out, title, args.warmup)
         print("\n" + out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(tables, out, title, host_type.devices_per_host)
         print("\n" + out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_timeline(runs, out, title)
         print("\n" + out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ from simcore.report import (
     scenario_parser,
 )
 from simcore.report.architectures import DATA_PARALLEL, Architecture
-from simcore.report.scenario import length_setup, precision_notes, simulate_point
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
 from simcore.saturation import SATURATION_SHARE, saturation_point
 from simcore.sim import SimulationResult
 from simcore.trace.io import load_trace
@@ -143,19 +143,24 @@ def run(args: argparse.Namespace) -> tuple[list[ScalingCurve], str, str]:
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; link {link}; PS links shared by "
         f"{'processor sharing' if args.sharing == 'ps' else 'FCFS'}; {length_setup(args)}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total, done = len(ARCHITECTURES) * len(args.workers), 0
+    configs = [
+        replace(
+            base,
+            workers=w,
+            arch=arch.arch,
+            mode=arch.mode,
+            sharing=args.sharing if arch.arch == "ps" else None,
+        )
+        for arch in ARCHITECTURES
+        for w in args.workers
+    ]
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    results = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
     curves = []
     for arch in ARCHITECTURES:
-        points, coarse = [], []
-        sharing = args.sharing if arch.arch == "ps" else None
-        for w in args.workers:
-            config = replace(base, workers=w, arch=arch.arch, mode=arch.mode, sharing=sharing)
-            points.append(simulate_point(trace, config, args))
-            coarse.append(coarse_examples_per_s(trace, arch, w, bandwidth_bps))
-            done += 1
-            progress(done, total)
-        curves.append(ScalingCurve(arch, tuple(points), tuple(coarse)))
+        points = tuple(next(results) for _ in args.workers)
+        coarse = tuple(coarse_examples_per_s(trace, arch, w, bandwidth_bps) for w in args.workers)
+        curves.append(ScalingCurve(arch, points, coarse))
     title = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"link {link} (predicted)"
@@ -263,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(curves, out, title)
         print("\n" + out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

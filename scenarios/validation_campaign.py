@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + finding(report))
         print(out.summary())
 
-    return run_scenario(NAME, body)
+    return run_scenario(NAME, body, args)
 
 
 if __name__ == "__main__":

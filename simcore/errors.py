@@ -22,3 +22,7 @@ class ConfigError(SgdsimError, ValueError):
 
 class ProfilingError(SgdsimError, RuntimeError):
     """Profiling a model or a network could not be carried out."""
+
+
+class ResourceError(SgdsimError, RuntimeError):
+    """The machine took away what a run needed: a process of a pool died (out of memory)."""

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-import simcore.analytic.advisor as advisor_module
 import simcore.cli.analyze_cmd as analyze_module
-import simcore.cli.simulate_cmd as simulate_module
+import simcore.sim.precision as precision_module
 from simcore import __version__
 from simcore.cli.main import main
 from simcore.network import SUPPORTED_SCHEMA_VERSIONS as NETWORK_VERSIONS
@@ -262,7 +261,7 @@ def raise_on_call(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, n: in
 def test_ctrl_c_in_a_sweep_keeps_the_finished_points(
     fmt: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raise_on_call(monkeypatch, simulate_module, "run_simulation", 3)
+    raise_on_call(monkeypatch, precision_module, "simulate_sized", 3)
     argv = ["simulate", "cnn-b32", "--workers", "1-4", *FAST, *([fmt] if fmt else [])]
     code, out, err = run(argv, capsys)
     assert code == 130
@@ -280,7 +279,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_points(
 def test_ctrl_c_before_any_point_finished_is_a_plain_interrupt(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raise_on_call(monkeypatch, simulate_module, "run_simulation", 1)
+    raise_on_call(monkeypatch, precision_module, "simulate_sized", 1)
     code, out, err = run(["simulate", "cnn-b32", "--workers", "1-4", *FAST, "--json"], capsys)
     assert (code, out, err) == (130, "", "sgdsim: interrupted\n")
 
@@ -293,7 +292,7 @@ def test_ctrl_c_in_analyze_and_advise_keeps_what_finished(
     doc = output(out)
     assert code == 130 and doc["interrupted"] is True
     assert [p["workers"] for p in doc["points"]] == [1, 2]
-    raise_on_call(monkeypatch, advisor_module, "simulate", 2)
+    raise_on_call(monkeypatch, precision_module, "simulate_sized", 2)
     argv = ["advise", "cnn-b32", "--machines", "3", "--steps", "30", "--confirm", "3", "--json"]
     code, out, err = run(argv, capsys)
     doc = output(out)

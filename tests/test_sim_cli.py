@@ -156,7 +156,7 @@ def test_unwritable_timeline_fails_before_simulating(
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("must not simulate")
 
-    monkeypatch.setattr("simcore.cli.simulate_cmd.run_simulation", boom)
+    monkeypatch.setattr("simcore.sim.precision.simulate_sized", boom)
     target = tmp_path if where == "directory" else trace_file / "timeline.json"
     args = ["simulate", str(trace_file), "--timeline", str(target), "--force", *FAST]
     assert main(args) == 1

@@ -63,6 +63,7 @@ from simcore.analytic.async_model import predict_async
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
+from simcore.parallel import Interrupted
 from simcore.saturation import saturation_point
 from simcore.sim import (
     Estimate,
@@ -70,12 +71,9 @@ from simcore.sim import (
     SimulationConfig,
     SimulationResult,
     Stopping,
-    simulate,
-    simulate_to_precision,
-    validate,
+    simulate_many,
 )
 from simcore.sim.dag import assign_servers
-from simcore.sim.precision import offset_progress, worker_steps
 from simcore.trace.model import Trace
 
 __all__ = [
@@ -512,25 +510,11 @@ def _simulate_all(
     Ctrl-C (KeyboardInterrupt) stops the simulations and keeps those that finished; the second
     value says it happened. The analytic ranking is complete either way.
     """
-    for config in configs:
-        validate(trace, config)
-    planned = [worker_steps(c) for c in configs]
-    out: dict[Candidate, SimulationResult] = {}
-    done = 0
     try:
-        for i, (candidate, config) in enumerate(zip(top, configs, strict=True)):
-            later = sum(planned[i + 1 :])
-            report = None if progress is None else offset_progress(progress, done, later)
-            if precision is None:
-                out[candidate] = simulate(trace, config, progress=report)
-                done += worker_steps(config)
-            else:
-                result = simulate_to_precision(trace, config, precision, progress=report)
-                out[candidate] = result
-                done += result.stopping.worker_steps if result.stopping else worker_steps(config)
-    except KeyboardInterrupt:
-        return out, True
-    return out, False
+        results = simulate_many(trace, configs, precision, progress=progress)
+    except Interrupted as stop:
+        return {top[i]: result for i, result in sorted(stop.finished.items())}, True
+    return dict(zip(top, results, strict=True)), False
 
 
 def _saturations(analytic: dict[Candidate, float]) -> tuple[Saturation, ...]:

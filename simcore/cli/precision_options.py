@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from simcore.errors import ConfigError
-from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.parallel import usable_cores
+from simcore.sim import SimulationConfig, SimulationResult
 from simcore.sim.precision import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PRECISION,
     PrecisionRule,
     default_warmup_steps,
-    simulate_to_precision,
+    simulate_sized,
     stopping_note,
 )
 from simcore.trace.model import Trace
@@ -40,6 +41,35 @@ def add_precision_options(parser: Any) -> None:
         type=int,
         help=f"the stopping rule's cap, steps per worker (default {DEFAULT_MAX_STEPS})",
     )
+    add_jobs_option(parser)
+
+
+def add_jobs_option(parser: Any) -> None:
+    """``--jobs N``: processes that run independent simulations at once (simcore.parallel)."""
+    parser.add_argument(
+        "--jobs",
+        type=_jobs_count,
+        metavar="N",
+        help=f"processes to simulate on at once: a sweep's points, a run's seeds (default: the "
+        f"{usable_cores()} cores this machine lets sgdsim use; 1: one process); the results do "
+        "not depend on it",
+    )
+
+
+def _jobs_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1, 2, ...)")
+    return value
+
+
+def jobs_option(args: argparse.Namespace) -> int:
+    """The processes ``--jobs`` asks for (default: the usable cores)."""
+    given: int | None = getattr(args, "jobs", None)
+    return usable_cores() if given is None else given
 
 
 def parse_precision(text: str, name: str = "--precision") -> float:
@@ -123,9 +153,7 @@ def run_simulation(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """``config`` as it is (fixed length), or sized by ``rule``."""
-    if rule is None:
-        return simulate(traces, config, progress=progress)
-    return simulate_to_precision(traces, config, rule, progress=progress)
+    return simulate_sized(traces, config, rule, progress=progress)
 
 
 def length_text(result: SimulationResult) -> str:

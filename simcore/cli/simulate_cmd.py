@@ -43,7 +43,6 @@ from simcore.cli.precision_options import (
     length_text,
     notes,
     precision_rule,
-    run_simulation,
 )
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import (
@@ -57,11 +56,12 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import check_output, read_json_file
 from simcore.link_settings import LinkSettings
+from simcore.parallel import Interrupted, current_jobs, jobs
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
-from simcore.sim.precision import PrecisionRule, offset_progress, worker_steps
-from simcore.sim.preflight import check_memory
+from simcore.sim.precision import PrecisionRule, simulate_many, worker_steps
+from simcore.sim.preflight import MEMORY_FRACTION, check_memory
 from simcore.sim.results import timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -382,9 +382,12 @@ def run(args: argparse.Namespace) -> int:
         if args.batches is not None:
             _check_batches(config)
     available = available_memory_bytes()
+    processes = current_jobs()
     if available is not None:  # refuse what this machine cannot hold, before anything runs
         # Memory grows with W alone between the configs of a sweep.
-        check_memory(traces, max(configs, key=lambda c: c.workers), available)
+        largest = check_memory(traces, max(configs, key=lambda c: c.workers), available)
+        # ... and with the processes that simulate at once: no more than the memory holds
+        processes = min(processes, max(1, int(MEMORY_FRACTION * available // largest.memory_bytes)))
     planned = [worker_steps(c) for c in configs]  # the rule may add rounds: totals grow
     # Progress only for runs long enough to wait for (a few seconds and more).
     work = sum(planned) * max(len(t.ops) for t in traces)
@@ -394,16 +397,13 @@ def run(args: argparse.Namespace) -> int:
         enabled=not (args.quiet or args.json or args.csv) and work >= PROGRESS_MIN_OPS,
     )
     progress(0, sum(planned))  # on a terminal, the line shows before the first workers are built
-    results: list[SimulationResult] = []
-    done = 0
     try:
-        for i, config in enumerate(configs):
-            report = offset_progress(progress, done, sum(planned[i + 1 :]))
-            results.append(run_simulation(traces, config, rule, report))
-            done += _spent(results[-1])
-    except KeyboardInterrupt:  # Ctrl-C: keep the points that finished, if any
-        if not results:
+        with jobs(processes):
+            results = simulate_many(traces, configs, rule, progress=progress)
+    except Interrupted as stop:  # Ctrl-C: keep the points that finished, if any
+        if not stop.finished:
             raise
+        results = [stop.finished[i] for i in sorted(stop.finished)]
     interrupted = len(results) < len(configs)
     check_rates((f"--workers {r.config.workers}", r.examples_per_s.value) for r in results)
     if args.timeline is not None:
@@ -445,13 +445,6 @@ def _check_batches(config: SimulationConfig) -> None:
             f"(--steps {config.steps} minus --warmup {config.warmup_steps}); give at most "
             f"{measured} batches or more --steps"
         )
-
-
-def _spent(result: SimulationResult) -> int:
-    """Worker-steps behind ``result`` (progress units): every run of the stopping rule."""
-    if result.stopping is not None:
-        return result.stopping.worker_steps
-    return worker_steps(result.config)
 
 
 def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: Trace) -> None:

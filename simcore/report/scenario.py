@@ -2,9 +2,9 @@
 
 A scenario is a script a user runs with no arguments (``python scenarios/NAME.py``). The knobs
 every one of them has are defined here once: ``--trace``, ``--bandwidth``/``--latency``/
-``--network``, ``--workers``, ``--steps``, ``--warmup``, ``--seed``, ``--out`` (default
-``results/NAME``), ``--force`` and ``--quiet``. Output files are claimed before the run (so a
-clash is reported before minutes of simulation, not after) and written atomically.
+``--network``, ``--workers``, ``--steps``, ``--warmup``, ``--seed``, ``--jobs``, ``--out``
+(default ``results/NAME``), ``--force`` and ``--quiet``. Output files are claimed before the run
+(so a clash is reported before minutes of simulation, not after) and written atomically.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from simcore.cli.option_names import user_message
 from simcore.cli.precision_options import (
     add_precision_options,
     first_length,
+    jobs_option,
     notes,
     precision_rule,
     rule_text,
@@ -29,8 +30,9 @@ from simcore.cli.precision_options import (
 )
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
+from simcore.parallel import jobs, usable_cores
 from simcore.report.table import Table, tables_csv_text
-from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult
+from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult, simulate_many
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
 from simcore.sim.precision import stopping_note
 from simcore.trace.model import Trace
@@ -187,6 +189,18 @@ def simulate_point(
     return run_simulation(trace, config, scenario_rule(args))
 
 
+def simulate_points(
+    trace: Trace | Sequence[Trace],
+    configs: Sequence[SimulationConfig],
+    args: argparse.Namespace,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[SimulationResult]:
+    """A scenario's simulations, all at once (:func:`simcore.sim.simulate_many`: on the
+    processes ``--jobs`` allows, the results in the order of ``configs``); ``progress`` counts
+    worker-steps."""
+    return simulate_many(trace, configs, scenario_rule(args), progress=progress)
+
+
 def length_setup(args: argparse.Namespace) -> str:
     """How long the runs are, for a scenario's setup line: ``120 steps/worker, 20 warm-up`` or
     ``steps until the 95% CI is within 1% (cap 1000 steps)``."""
@@ -267,11 +281,15 @@ def finding_line(sentence: str) -> str:
     return f"finding: {sentence}"
 
 
-def run_scenario(name: str, body: Callable[[], None]) -> int:
+def run_scenario(
+    name: str, body: Callable[[], None], args: argparse.Namespace | None = None
+) -> int:
     """Run ``body``; sgdsim's errors become one line ``NAME: error: ...`` and exit code 1 (bad
-    input), as from ``sgdsim`` itself; what argparse refuses exits 2 before ``body`` runs."""
+    input), as from ``sgdsim`` itself; what argparse refuses exits 2 before ``body`` runs.
+    Simulations run on the processes ``args.jobs`` (``--jobs``) allows, default all cores."""
     try:
-        body()
+        with jobs(jobs_option(args) if args is not None else usable_cores()):
+            body()
     except SgdsimError as err:
         print(f"{name}: error: {user_message(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -8,7 +8,12 @@ beside this file. Pure: no file I/O, no plotting.
 from simcore.sim.api import MIN_STEP_S, SweepResult, simulate, sweep, validate
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import SimulationError
-from simcore.sim.precision import PrecisionRule, simulate_to_precision
+from simcore.sim.precision import (
+    PrecisionRule,
+    simulate_many,
+    simulate_sized,
+    simulate_to_precision,
+)
 from simcore.sim.results import (
     Estimate,
     LinkStats,
@@ -54,6 +59,8 @@ __all__ = [
     "register_stream_scheduler",
     "sharing_policy_names",
     "simulate",
+    "simulate_many",
+    "simulate_sized",
     "simulate_to_precision",
     "stream_scheduler_names",
     "sweep",

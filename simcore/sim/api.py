@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcore.errors import ConfigError
+from simcore.parallel import run_tasks
 from simcore.sim.config import HYBRID, SimulationConfig, trace_of_worker, validate_for_traces
 from simcore.sim.dag import CompiledDag, compile_trace
 from simcore.sim.engine import Engine, ProgressCallback, RunRecord
@@ -32,6 +33,10 @@ __all__ = ["MIN_STEP_S", "SweepResult", "simulate", "sweep", "validate"]
 #: durations without transfers) has unbounded throughput; one far below any profiler's resolution
 #: makes the estimator overflow.
 MIN_STEP_S = 1e-9
+
+#: Simulated ops (worker-steps x ops per step) below which replications run one by one in this
+#: process: a pool's start and shipping the DAGs cost ~0.05-0.1 s, ~20,000 ops' worth.
+PARALLEL_MIN_OPS = 200_000
 
 
 def _as_traces(trace: Trace | Sequence[Trace]) -> list[Trace]:
@@ -131,26 +136,55 @@ def _run(
     _, dags, worker_dag = _compile(traces, config)
     worker_trace = trace_of_worker(config, len(traces))
     seeds = np.random.SeedSequence(config.seed).spawn(config.replication_count)
-    total = config.replication_count * config.workers * config.steps
-    records: list[RunRecord] = []
-    for r, seed in enumerate(seeds):
-        # One replication's timeline is shown: the others need not keep theirs.
-        engine = Engine(
+    per_run = config.workers * config.steps
+    # One replication's timeline is shown: the others need not keep theirs.
+    runs = [
+        _Replication(
             config if r == 0 else dataclasses.replace(config, timeline=False),
             dags,
             worker_dag,
-            get_sharing_policy(config.policy_name),
             seed,
-            progress,
-            r * config.workers * config.steps,
-            total,
         )
-        records.append(engine.run())
+        for r, seed in enumerate(seeds)
+    ]
+    records = run_tasks(
+        _replicate,
+        runs,
+        planned=[per_run] * len(runs),
+        progress=progress,
+        cost=len(runs) * per_run * max(len(d.op_ids) for d in dags),
+        min_cost=PARALLEL_MIN_OPS,
+    )
     timeline = _timeline(records[0], dags) if config.timeline else None
     batch_sizes = [dags[d].batch_size for d in worker_dag]
     return summarize(
         config, records, batch_sizes, worker_trace, timeline, time.perf_counter() - started
     )
+
+
+@dataclass(frozen=True)
+class _Replication:
+    """One replication of a run: what :func:`_replicate` needs, picklable for a pool."""
+
+    config: SimulationConfig
+    dags: Sequence[CompiledDag]
+    worker_dag: Sequence[int]
+    seed: np.random.SeedSequence
+
+
+def _replicate(run: _Replication, progress: ProgressCallback | None) -> RunRecord:
+    config = run.config
+    engine = Engine(
+        config,
+        run.dags,
+        run.worker_dag,
+        get_sharing_policy(config.policy_name),
+        run.seed,
+        progress,
+        0,
+        config.workers * config.steps,
+    )
+    return engine.run()
 
 
 def _timeline(record: RunRecord, dags: Sequence[CompiledDag]) -> Timeline:

@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcore.errors import ConfigError
-from simcore.sim.api import simulate, validate
+from simcore.parallel import run_tasks
+from simcore.sim.api import PARALLEL_MIN_OPS, simulate, validate
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import ProgressCallback
 from simcore.sim.results import SimulationResult, Stopping
@@ -50,6 +51,8 @@ __all__ = [
     "default_warmup_steps",
     "relative_precision",
     "seed_disagreement",
+    "simulate_many",
+    "simulate_sized",
     "simulate_to_precision",
     "stopping_note",
     "stopping_text",
@@ -208,6 +211,65 @@ def simulate_to_precision(
         steps = next_steps
 
 
+def simulate_sized(
+    trace: Trace | Sequence[Trace],
+    config: SimulationConfig,
+    rule: PrecisionRule | None,
+    *,
+    progress: ProgressCallback | None = None,
+) -> SimulationResult:
+    """``config`` as it is (its own ``steps``: a fixed length) when ``rule`` is None, else
+    sized by ``rule`` (:func:`simulate_to_precision`)."""
+    if rule is None:
+        return simulate(trace, config, progress=progress)
+    return simulate_to_precision(trace, config, rule, progress=progress)
+
+
+def simulate_many(
+    trace: Trace | Sequence[Trace],
+    configs: Sequence[SimulationConfig],
+    rule: PrecisionRule | None,
+    *,
+    progress: ProgressCallback | None = None,
+) -> list[SimulationResult]:
+    """:func:`simulate_sized` of every config (a sweep's points, a study's settings), in the
+    order given, on the processes :func:`simcore.parallel.jobs` allows (the results do not
+    depend on how many). Every config is validated before anything runs.
+
+    ``progress(done, total)`` counts the worker-steps of all of them; a config not started yet
+    counts as its first run, and totals grow as the rule adds runs.
+
+    Raises
+    ------
+    ConfigError
+        If a config does not fit the traces (before anything runs).
+    simcore.parallel.Interrupted
+        On Ctrl-C, carrying the results that finished (``finished``: index -> result).
+    """
+    traces = list(trace) if not isinstance(trace, Trace) else [trace]
+    sized = [c if rule is None else _sized(c, rule, rule.first_steps) for c in configs]
+    for config in configs:
+        validate(traces, config if rule is None else _sized(config, rule, rule.max_steps))
+    planned = [worker_steps(c) for c in sized]
+    ops = max(len(t.ops) for t in traces)
+    return run_tasks(
+        _simulate_point,
+        [(traces, c, rule) for c in configs],
+        planned=planned,
+        progress=progress,
+        cost=sum(planned) * ops,
+        min_cost=PARALLEL_MIN_OPS,
+    )
+
+
+def _simulate_point(
+    point: tuple[list[Trace], SimulationConfig, PrecisionRule | None],
+    progress: ProgressCallback | None,
+) -> SimulationResult:
+    traces, config, rule = point
+    return simulate_sized(traces, config, rule, progress=progress)
+
+
 def seed_disagreement(result: SimulationResult) -> float:
     """How much more the replications' examples/s differ than their own batch means say they
     should: ``var(X_r) / mean(se_r^2)`` (0 with fewer than two replications or no standard
@@ -234,19 +296,6 @@ def _seeds_settled_apart(result: SimulationResult) -> bool:
 def worker_steps(config: SimulationConfig) -> int:
     """Worker-steps one run of ``config`` simulates (every replication, both runs of a hybrid)."""
     return config.workers * config.steps * config.runs
-
-
-def offset_progress(
-    progress: ProgressCallback, offset: int, later: int
-) -> ProgressCallback:
-    """The progress of one simulation among several (a sweep, advise's candidates): ``offset``
-    worker-steps done before it, ``later`` planned after it; the stopping rule's totals grow as
-    it adds runs, so the overall total follows them."""
-
-    def report(done: int, total: int) -> None:
-        progress(offset + done, offset + total + later)
-
-    return report
 
 
 def _sized(config: SimulationConfig, rule: PrecisionRule, steps: int) -> SimulationConfig:

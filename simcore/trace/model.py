@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -164,6 +164,17 @@ class TraceMetadata:
     created_utc: str = ""
     notes: str = ""
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled for a pool of processes (simcore.parallel): the read-only views are not
+        # picklable, so they travel as dicts and are frozen again on arrival.
+        values = tuple(getattr(self, f.name) for f in fields(self))
+        return (_metadata_of, tuple(dict(v) if isinstance(v, Mapping) else v for v in values))
+
+
+def _metadata_of(*values: Any) -> TraceMetadata:
+    frozen: list[Any] = [_frozen_mapping(v) if isinstance(v, dict) else v for v in values]
+    return TraceMetadata(*frozen)
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -175,6 +186,10 @@ class Trace:
     steps: tuple[StepProfile, ...]
     schema_version: int = SCHEMA_VERSION
     source: str = "<memory>"  # the file it came from, for error messages; not serialized
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Its fields only: the cached views (op_index, layer_by_name) are rebuilt on demand.
+        return (Trace, tuple(getattr(self, f.name) for f in fields(self)))
 
     @cached_property
     def op_index(self) -> Mapping[str, int]:
