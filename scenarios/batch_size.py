@@ -13,8 +13,10 @@ Setup
     - one parameter server behind a ``BANDWIDTH`` link shared by processor sharing, where the
       small batch is network-bound (a step's pulls take 20 ms, about twice its computation);
     - PS Async-SGD (``--mode sync`` for Sync-SGD), per-layer overlap of communication and
-      computation (``--overlap none`` for strict phases), W in ``--workers``; ``STEPS`` steps
-      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals.
+      computation (``--overlap none`` for strict phases), W in ``--workers``; each point runs
+      until the 95% confidence interval of its examples/s is within ``--precision`` (1%; at most
+      ``--max-steps`` 1000 steps per worker; ``--steps`` fixes the length), a tenth of each run
+      left out as warm-up; a trace's points run at once on the cores ``--jobs`` allows.
 
 Output
     A summary per batch size (computation and transfer time per step, the link's ceiling, the
@@ -43,8 +45,9 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
 from simcore.saturation import SATURATION_SHARE, saturation_point
-from simcore.sim import SimulationResult, simulate
+from simcore.sim import SimulationResult
 from simcore.sim.config import MODES, OVERLAPS
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -53,8 +56,6 @@ NAME = "batch_size"
 TRACES = ("cnn-b8", "cnn-b32", "cnn-b64", "cnn-b128")
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
-STEPS = 300
-WARMUP_STEPS = 50
 SEED = 1
 CSV_FILE = f"{NAME}.csv"
 SUMMARY_CSV_FILE = f"{NAME}_summary.csv"
@@ -65,6 +66,7 @@ COLUMNS = (
     *estimate_columns(),
     Column("steps_per_s", "steps/s"),
     Column("per_worker", "ex/s per worker"),
+    Column("steps", "steps", "{}"),
 )
 SUMMARY_COLUMNS = (
     Column("trace", "trace"),
@@ -124,6 +126,7 @@ class BatchCurve:
                 **estimate_cells(est),
                 steps_per_s=p.steps_per_s.value,
                 per_worker=est.value / p.config.workers,
+                steps=p.config.steps,
             )
         return table
 
@@ -146,17 +149,13 @@ def run(args: argparse.Namespace) -> tuple[list[BatchCurve], str, str]:
     setup = (
         f"{', '.join(models)} at batch sizes "
         f"{', '.join(str(t.metadata.batch_size) for _, t in traces)}; {label}, {overlap}; one "
-        f"PS, link {link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
+        f"PS, link {link}, processor sharing; {length_setup(args)}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total, done = len(traces) * len(args.workers), 0
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
     curves = []
-    for name, trace in traces:
-        points = []
-        for w in args.workers:
-            points.append(simulate(trace, replace(base, workers=w)))
-            done += 1
-            progress(done, total)
+    for name, trace in traces:  # a trace's points at once (--jobs), then the next trace's
+        configs = [replace(base, workers=w) for w in args.workers]
+        points = simulate_points(trace, configs, args, progress)
         curves.append(BatchCurve(trace, name, tuple(points), bandwidth_bps))
     return curves, setup, f"{', '.join(models)}, {label}, one PS, {link} (predicted)"
 
@@ -247,10 +246,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=",".join(TRACES),
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     # --trace (the standard option) takes a comma-separated list here; --traces says so.
     parser.add_argument(
@@ -281,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + curve.table().text())
         print("\n" + summary.text())
         print("\n" + finding(curves))
+        notes = "\n".join(precision_notes(c.points, c.label) for c in curves).strip()
+        if notes:
+            print("\n" + notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(SUMMARY_CSV_FILE, summary)
         plot(curves, out, title)

@@ -13,8 +13,14 @@ Question
 
 Setup
     - trace: the shipped ``resnet18-b32`` sample (44.6 MiB of parameters, 2.5 s of CPU compute
-      per step), one parameter server, processor sharing on its link; ``STEPS`` steps per worker,
-      the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals;
+      per step), one parameter server, processor sharing on its link. Each simulation of (a)
+      runs until the 95% confidence interval of its examples/s is within ``--precision`` (1%; at
+      most ``--max-steps`` 1000 steps per worker), a tenth of each run left out as warm-up. (b)
+      runs a fixed ``CAP_STEPS`` = 300 steps per worker, the first ``CAP_WARMUP_STEPS`` = 150
+      left out: its Async-SGD workers start bunched and stay so for hundreds of steps, a
+      transient the rule's shorter warm-up would leave in the estimate. ``--steps`` (and
+      ``--warmup``) fix the length of both. A part's simulations run at once on the cores
+      ``--jobs`` allows;
     - (a) ``MIX_WORKERS`` = 8 workers on a 10 Gbit/s link (so that computation, not the network,
       sets the pace), of which k = 0..8 are slow: they compute at ``SLOW_SPEED`` = 0.5 of the
       profiled speed (``speed_factors``; server updates unchanged). Async- and Sync-SGD. Coarse
@@ -59,14 +65,17 @@ from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report.scenario import (
     ScenarioOutput,
+    base_config,
     finding_line,
-    link_from_args,
+    length_setup,
     positive_int,
+    precision_notes,
     run_scenario,
     scenario_parser,
+    simulate_points,
 )
 from simcore.report.table import Column, Table
-from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate
+from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate_many
 from simcore.sim.config import CAP_MODES, MODES
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -81,10 +90,13 @@ CAP_WORKERS = tuple(range(1, 11))  # (b): the standard --workers
 FAST_BANDWIDTH = "25Gbps"
 FLOW_CAP = "10Gbps"
 GPU_SPEEDUP = 50.0  # (b): compute 50x faster than the profiled CPU, to emulate a GPU worker
-STEPS = 300
-# Long: async workers start in lock-step and, on a busy link (with a cap even more), stay bunched
-# for tens of steps; a short warm-up leaves that transient in the estimate.
-WARMUP_STEPS = 150
+# (b) keeps a fixed length with a long warm-up rather than the stopping rule: Async-SGD workers
+# start in lock-step and, on a busy link (with a cap even more), stay bunched for hundreds of
+# steps. The rule's warm-up (a tenth of the run) leaves that transient in the estimate with a
+# narrow CI: W = 3 with the cap stops after 100 steps at 1089 examples/s +-0.5%, 14% below the
+# 1272 of 3000 steps with 1500 left out (and 300 with 150 left out still give 1174).
+CAP_STEPS = 300
+CAP_WARMUP_STEPS = 150
 SEED = 1
 MIX_CSV, MIX_PNG = "heterogeneous_mix.csv", "heterogeneous_mix.png"
 CAPS_CSV, CAPS_PNG = "heterogeneous_caps.csv", "heterogeneous_caps.png"
@@ -131,23 +143,31 @@ class MixPoint:
     slow_step_s: dict[str, float | None]
 
 
-def run_mix(
-    trace: Trace, base: dict[str, Any], args: argparse.Namespace, progress: Progress
+def mix_configs(base: SimulationConfig, args: argparse.Namespace) -> list[SimulationConfig]:
+    """The simulations of (a): k = 0..W slow workers, each mode (in that order)."""
+    w = args.mix_workers
+    return [
+        replace(base, workers=w, mode=mode, speed_factors=(1.0,) * (w - k) + (args.slow_speed,) * k)
+        for k in range(w + 1)
+        for mode in MODES
+    ]
+
+
+def mix_points(
+    trace: Trace, args: argparse.Namespace, results: Sequence[SimulationResult]
 ) -> list[MixPoint]:
+    """(a)'s points from the results of :func:`mix_configs`, in their order."""
     fast = worker_type_from_trace(trace)
     slow_type = scaled(fast, args.slow_speed, f"{fast.name} x{args.slow_speed:g}")
-    w, points = args.mix_workers, []
+    w, points, runs = args.mix_workers, [], iter(results)
     for k in range(w + 1):
-        speeds = (1.0,) * (w - k) + (args.slow_speed,) * k
         sim, model, fast_s, slow_s = {}, {}, {}, {}
         for mode in MODES:
-            config = SimulationConfig(workers=w, mode=mode, speed_factors=speeds, **base)
-            result = simulate(trace, config)
+            result = next(runs)
             sim[mode] = result.examples_per_s
-            model[mode] = coarse(((fast, w - k), (slow_type, k)), base["bandwidth_bps"], mode)
+            model[mode] = coarse(((fast, w - k), (slow_type, k)), result.config.bandwidth_bps, mode)
             fast_s[mode] = mean_step_s(result, range(w - k))
             slow_s[mode] = mean_step_s(result, range(w - k, w))
-            progress(k * len(MODES) + len(sim), (w + 1) * len(MODES))
         points.append(MixPoint(w, k, sim, model, fast_s, slow_s))
     return points
 
@@ -268,27 +288,41 @@ class CapPoint:
     bound: float  # link bound with the cap, examples/s
 
 
-def run_caps(
-    trace: Trace, base: dict[str, Any], args: argparse.Namespace, progress: Progress
+def caps_configs(base: SimulationConfig, args: argparse.Namespace) -> list[SimulationConfig]:
+    """The simulations of (b): per W, per mode, without and with the cap (in that order), of
+    ``--steps`` or else ``CAP_STEPS`` (see there)."""
+    if args.steps is None:
+        warmup = CAP_WARMUP_STEPS if args.warmup is None else args.warmup
+        base = replace(base, steps=CAP_STEPS, warmup_steps=warmup)
+    return [
+        replace(
+            base,
+            workers=w,
+            mode=mode,
+            speed_factors=(args.gpu_speedup,) * w,
+            flow_cap_bps=flow_cap,
+            bandwidth_bps=args.fast_bandwidth_bps,
+            sharing=args.sharing,
+            cap_mode=args.cap_mode,
+        )
+        for w in args.workers
+        for mode in MODES
+        for flow_cap in (None, args.flow_cap_bps)
+    ]
+
+
+def caps_points(
+    trace: Trace, args: argparse.Namespace, results: Sequence[SimulationResult]
 ) -> list[CapPoint]:
+    """(b)'s points from the results of :func:`caps_configs`, in their order."""
     gpu = scaled(worker_type_from_trace(trace), args.gpu_speedup, "gpu")
     b, cap = args.fast_bandwidth_bps, args.flow_cap_bps
-    base = base | {"bandwidth_bps": b, "sharing": args.sharing, "cap_mode": args.cap_mode}
-    points, done, total = [], 0, len(args.workers) * len(MODES) * 2
+    points, done = [], iter(results)
     for w in args.workers:
         runs: dict[str | None, dict[str, SimulationResult]] = {None: {}, "cap": {}}
         for mode in MODES:
-            for key, flow_cap in ((None, None), ("cap", cap)):
-                config = SimulationConfig(
-                    workers=w,
-                    mode=mode,
-                    speed_factors=(args.gpu_speedup,) * w,
-                    flow_cap_bps=flow_cap,
-                    **base,
-                )
-                runs[key][mode] = simulate(trace, config)
-                done += 1
-                progress(done, total)
+            for key in (None, "cap"):
+                runs[key][mode] = next(done)
         points.append(
             CapPoint(
                 workers=w,
@@ -414,6 +448,17 @@ def plot_caps(
     save_figure(fig, path, overwrite=overwrite)
 
 
+def mix_notes(mix: Sequence[MixPoint], results: Sequence[SimulationResult]) -> str:
+    """``note:`` lines for the runs of (a) that stopped short of the precision target ('' if
+    none); ``results`` in the order of :func:`mix_configs`."""
+    mixes = [p for p in mix for _ in MODES]
+    lines = [
+        precision_notes([r], f"(a) {MODE_LABELS[r.config.mode]}, k = {p.slow} slow")
+        for p, r in zip(mixes, results, strict=True)
+    ]
+    return "\n".join(line for line in lines if line)
+
+
 # ---- command line ----------------------------------------------------------------------------
 
 
@@ -423,10 +468,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=CAP_WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=MIX_BANDWIDTH,
+        precision=True,
         help_texts={
             "workers": f"(b) worker counts, e.g. 1-16 or 1,2,4 (default 1-{CAP_WORKERS[-1]})",
             "bandwidth": f"(a) server link, e.g. 1Gbps (default {MIX_BANDWIDTH})",
@@ -472,13 +516,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Parse the (b) bandwidths and check the speeds; ConfigError names the option."""
+    """Parse the (b) bandwidths, check the speeds and (b)'s warm-up; ConfigError names the
+    option."""
     args.fast_bandwidth_bps = parse_bandwidth(args.fast_bandwidth, name="--fast-bandwidth")
     args.flow_cap_bps = parse_bandwidth(args.flow_cap, name="--flow-cap")
     for name in ("slow_speed", "gpu_speedup"):
         value = getattr(args, name)
         if not (np.isfinite(value) and value > 0):
             raise ConfigError(f"--{name.replace('_', '-')}: must be a number > 0, got {value}")
+    if args.steps is None and args.warmup is not None and args.warmup >= CAP_STEPS:
+        raise ConfigError(
+            f"--warmup {args.warmup}: part (b) runs {CAP_STEPS} steps/worker unless --steps "
+            "sets the length; give a shorter warm-up or --steps"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -488,26 +538,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_args(args)
         out = ScenarioOutput(args.out, FILES, force=args.force)
         trace = load_trace(args.trace)
-        bandwidth_bps, latency_s, link_label = link_from_args(args)
-        base = {
-            "bandwidth_bps": bandwidth_bps,
-            "latency_s": latency_s,
-            "sharing": "ps",
-            "steps": args.steps,
-            "warmup_steps": args.warmup,
-            "seed": args.seed,
-            "replications": args.replications,  # None: by mode (async: several seeds)
-        }
+        base, link_label = base_config(args, sharing="ps")  # (a)'s link; (b) sets its own
         model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
-        print(f"{model}; one PS; {args.steps} steps/worker, {args.warmup} warm-up")
-        mix = run_mix(
-            trace, base, args, Progress("(a) mixes", "simulations", enabled=not args.quiet)
+        configs_a, configs_b = mix_configs(base, args), caps_configs(base, args)
+        length = length_setup(args)
+        if args.steps is None:  # (b) has its own fixed length (CAP_STEPS)
+            b = configs_b[0]
+            length = f"(a) {length}; (b) {b.steps} steps/worker, {b.warmup_steps} warm-up"
+        print(f"{model}; one PS; {length}")
+        # Each part's points at once (--jobs): (a) sized by the stopping rule, (b) fixed
+        results_a = simulate_points(
+            trace, configs_a, args, Progress("(a) mixes", "worker-steps", enabled=not args.quiet)
         )
+        mix = mix_points(trace, args, results_a)
         mix_tab = mix_table(mix, args.slow_speed)
         print(f"\n{mix_tab.text()}\n{mix_finding(mix, args.slow_speed)}")
-        caps = run_caps(
-            trace, base, args, Progress("(b) caps", "simulations", enabled=not args.quiet)
+        if notes := mix_notes(mix, results_a):
+            print(notes)
+        results_b = simulate_many(
+            trace,
+            configs_b,
+            None,
+            progress=Progress("(b) caps", "worker-steps", enabled=not args.quiet),
         )
+        caps = caps_points(trace, args, results_b)
         cap_label = format_bandwidth(args.flow_cap_bps)
         fast_label = format_bandwidth(args.fast_bandwidth_bps)
         caps_tab = caps_table(caps, cap_label)

@@ -19,10 +19,14 @@ Setup
       a connection"): ``http2`` with WIN = 16 KiB .. 4 MiB; flow control off with ``trace``,
       ``critical-path``, ``reverse`` and ``random`` order; and ``fifo`` (order of readiness, the
       simulator's default) as the reference;
-    - every ordering at every W in ``--workers``, ``STEPS`` steps per worker, the first
-      ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals; the same seed for all;
+    - every ordering at every W in ``--workers``; each point runs until the 95% confidence
+      interval of its examples/s is within ``--precision`` (1%; at most ``--max-steps`` 1000
+      steps per worker; ``--steps`` fixes the length), a tenth of each run left out as warm-up;
+      all points run at once on the cores ``--jobs`` allows; the same seed for all;
     - one worker's step under six orderings, each the first measured step that sampled the same
-      profiled step (so the computation is identical and only the waiting differs).
+      profiled step (so the computation is identical and only the waiting differs), from
+      separate one-worker runs of fixed length (that of the rule's first run, 100 steps, or
+      ``--steps``): a picture of given steps, not an estimate.
 
 Output
     A table (examples/s per ordering and W; for one worker, the step time and the time per step
@@ -56,7 +60,8 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.sim import SimulationResult, simulate
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.sim import SimulationConfig, SimulationResult, simulate_many
 from simcore.sim.results import Timeline
 from simcore.trace.io import load_trace
 from simcore.trace.model import Resource
@@ -65,8 +70,6 @@ NAME = "http2_windows"
 TRACE = "resnet18-b32"
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 4, 6, 8)
-STEPS = 100
-WARMUP_STEPS = 20
 SEED = 1
 KIB = 1024
 CSV_FILE = f"{NAME}.csv"
@@ -80,6 +83,7 @@ POINT_COLUMNS = (
     Column("workers", "W"),
     *estimate_columns(),
     Column("downlink_utilization", "downlink util."),
+    Column("steps", "steps", "{}"),
 )
 
 
@@ -114,7 +118,8 @@ class Row:
 
     ordering: Ordering
     points: tuple[SimulationResult, ...]
-    solo: SimulationResult | None  # one worker, with a timeline
+    solo: SimulationResult | None  # the one-worker point, with a timeline
+    picture: SimulationResult | None  # one worker, fixed length, with a timeline (Gantt chart)
     param_nbytes: int
     batch_size: int
 
@@ -140,37 +145,48 @@ def idle_per_step_s(timeline: Timeline, worker: int, first_step: int) -> tuple[f
 
 
 def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
-    """Simulate every ordering at every W; the one-worker runs keep their timeline."""
+    """Simulate every ordering at every W (the one-worker points keep their timeline), and the
+    one-worker runs of the Gantt charts."""
     trace = load_trace(args.trace)
-    base, link = base_config(args)
+    base, link = base_config(args)  # fixed: --steps, or the rule's pilot length
     setup = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{sum(1 for layer in trace.layers if layer.param_nbytes)} layers with parameters, "
         f"{trace.param_nbytes / 2**20:.1f} MiB; one PS, link {link}, processor sharing; "
-        f"Async-SGD, {args.steps} steps/worker, {args.warmup} warm-up"
+        f"Async-SGD, {length_setup(args)}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total = len(ORDERINGS) * sum(args.workers)
-    done = 0
+
+    def config(ordering: Ordering, workers: int) -> SimulationConfig:
+        return replace(
+            base,
+            workers=workers,
+            scheduler=ordering.scheduler,
+            window_bytes=ordering.window_bytes,
+            timeline=workers == 1,
+        )
+
+    configs = [config(o, w) for o in ORDERINGS for w in args.workers]
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    results = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
+    # The Gantt charts draw given steps of one worker, not an estimate: their runs keep base's
+    # fixed length (--steps, or the rule's pilot) whatever length the rule gives the points.
+    drawn = [o for o in ORDERINGS if o.on_timeline] if 1 in args.workers else []
+    progress = Progress("timelines", "worker-steps", enabled=not args.quiet)
+    drawings = simulate_many(trace, [config(o, 1) for o in drawn], None, progress=progress)
+    pictures = dict(zip(drawn, drawings, strict=True))
     rows = []
     for ordering in ORDERINGS:
-        points, solo = [], None
-        for w in args.workers:
-            config = replace(
-                base,
-                workers=w,
-                scheduler=ordering.scheduler,
-                window_bytes=ordering.window_bytes,
-                timeline=w == 1,
-            )
-            result = simulate(trace, config)
-            points.append(result)
-            if w == 1:
-                solo = result
-            done += w
-            progress(done, total)
+        points = tuple(next(results) for _ in args.workers)
+        solo = next((p for p in points if p.config.workers == 1), None)
         rows.append(
-            Row(ordering, tuple(points), solo, trace.param_nbytes, trace.metadata.batch_size)
+            Row(
+                ordering,
+                points,
+                solo,
+                pictures.get(ordering),
+                trace.param_nbytes,
+                trace.metadata.batch_size,
+            )
         )
     title = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, link {link}, "
@@ -179,7 +195,7 @@ def run(args: argparse.Namespace) -> tuple[list[Row], str, str]:
     return rows, setup, title
 
 
-def table(rows: Sequence[Row], warmup: int) -> Table:
+def table(rows: Sequence[Row]) -> Table:
     workers = rows[0].workers
     columns = [Column("ordering", "ordering"), Column("scheduler", "scheduler")]
     columns.append(Column("window_bytes", "WIN (B)"))
@@ -198,7 +214,7 @@ def table(rows: Sequence[Row], warmup: int) -> Table:
         for w, x in zip(row.workers, row.examples_per_s, strict=True):
             values[f"examples_per_s_w{w}"] = x
         if row.solo is not None and row.solo.timeline is not None:
-            step_s, idle_s = idle_per_step_s(row.solo.timeline, 0, warmup)
+            step_s, idle_s = idle_per_step_s(row.solo.timeline, 0, row.solo.config.warmup_steps)
             values["step_ms_w1"] = step_s * 1e3
             values["idle_ms_w1"] = idle_s * 1e3
         out.add(**values)
@@ -216,6 +232,7 @@ def points_table(rows: Sequence[Row]) -> Table:
                 workers=p.config.workers,
                 **estimate_cells(est),
                 downlink_utilization=p.links[0].utilization,
+                steps=p.config.steps,
             )
     return out
 
@@ -227,7 +244,7 @@ def link_bound_examples_per_s(rows: Sequence[Row]) -> float:
     return config.bandwidth_bps / (8 * rows[0].param_nbytes) * rows[0].batch_size
 
 
-def finding(rows: Sequence[Row], bound: float, warmup: int) -> str:
+def finding(rows: Sequence[Row], bound: float) -> str:
     """Which orders are best with the fewest and with the most workers, and why."""
     workers = rows[0].workers
     lines = []
@@ -274,7 +291,7 @@ def finding(rows: Sequence[Row], bound: float, warmup: int) -> str:
     )
     worst = min(rows, key=lambda r: r.examples_per_s[0])
     if workers[0] == 1 and worst.solo is not None and worst.solo.timeline is not None:
-        _, idle_s = idle_per_step_s(worst.solo.timeline, 0, warmup)
+        _, idle_s = idle_per_step_s(worst.solo.timeline, 0, worst.solo.config.warmup_steps)
         lines.append(
             f"With one worker, {worst.ordering.short} order leaves the compute idle "
             f"{idle_s * 1e3:.0f} ms per step: layer 1's parameters come last, so the forward "
@@ -347,16 +364,18 @@ def plot(rows: Sequence[Row], out: ScenarioOutput, title: str, bound: float) -> 
     save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
 
 
-def plot_timelines(rows: Sequence[Row], out: ScenarioOutput, title: str, warmup: int) -> None:
+def plot_timelines(rows: Sequence[Row], out: ScenarioOutput, title: str) -> None:
     """One worker's step under each ordering on the timeline, on one time axis.
 
     Each panel shows the first measured step that sampled the same profiled step as the
-    reference ordering's first measured step, so every panel computes the same.
+    reference ordering's first measured step, so every panel computes the same. The runs are
+    the fixed-length ``Row.picture`` ones (the same length and warm-up for every ordering).
     """
-    shown = [r for r in rows if r.ordering.on_timeline and r.solo is not None]
-    timelines = [r.solo.timeline for r in shown if r.solo is not None]
+    shown = [r for r in rows if r.ordering.on_timeline and r.picture is not None]
+    timelines = [r.picture.timeline for r in shown if r.picture is not None]
     if not shown or any(t is None for t in timelines):
         return
+    warmup = shown[0].picture.config.warmup_steps  # type: ignore[union-attr]
     first = next(s for s in timelines[0].steps if s.step >= warmup)  # type: ignore[union-attr]
     picks = []
     for tl in timelines:
@@ -399,10 +418,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -414,17 +432,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = [CSV_FILE, POINTS_FILE, FIGURE_FILE, TIMELINE_FILE]
         out = ScenarioOutput(args.out, files, force=args.force)
         rows, setup, title = run(args)
-        result_table = table(rows, args.warmup)
+        result_table = table(rows)
         print(setup)
         print()
         print(result_table.text())
         print()
         bound = link_bound_examples_per_s(rows)
-        print(finding(rows, bound, args.warmup))
+        print(finding(rows, bound))
+        notes = "\n".join(filter(None, (precision_notes(r.points, r.ordering.short) for r in rows)))
+        if notes:
+            print("\n" + notes)
         out.write_csv(CSV_FILE, result_table)
         out.write_csv(POINTS_FILE, points_table(rows))
         plot(rows, out, title, bound)
-        plot_timelines(rows, out, title, args.warmup)
+        plot_timelines(rows, out, title)
         print("\n" + out.summary())
 
     return run_scenario(NAME, body, args)

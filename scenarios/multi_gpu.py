@@ -18,6 +18,9 @@ Setup
       server (on a host of its own, same NIC) or joins the inter-host ring, then broadcasts the
       new parameters to the others; H = 1..8 hosts;
     - every configuration twice: with the topology's 10 Gbit/s per-flow cap and without it;
+      each runs until the 95% confidence interval of its examples/s is within ``--precision``
+      (1%; at most ``--max-steps`` 1000 steps per host; ``--steps`` fixes the length), a tenth
+      of each run left out as warm-up; all of them run at once on the cores ``--jobs`` allows;
     - strict phases by default (``--overlap none``: all pulls, then the computation, then all
       pushes), the setting the coarse model's closed forms describe exactly, so that the cap is
       the one thing the coarse model misses; ``--overlap layerwise`` overlaps per layer;
@@ -50,9 +53,17 @@ from simcore.analytic import (
 )
 from simcore.cli.progress import Progress
 from simcore.plots import new_figure, save_figure
-from simcore.report import Column, ScenarioOutput, Table, run_scenario, scenario_parser
+from simcore.report import (
+    Column,
+    ScenarioOutput,
+    Table,
+    base_config,
+    run_scenario,
+    scenario_parser,
+)
 from simcore.report.architectures import DATA_PARALLEL, Architecture
-from simcore.sim import Estimate, SimulationConfig, simulate
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.sim import Estimate, SimulationResult
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
@@ -62,8 +73,6 @@ NAME = "multi_gpu"
 TRACE = "resnet50-b32"
 TOPOLOGY = "aws-p3.16xlarge"
 HOSTS = (1, 2, 3, 4, 6, 8)
-STEPS = 60
-WARMUP_STEPS = 10
 SEED = 1
 SPEED = 80.0  # the CPU-profiled computation / SPEED is about a V100's
 CSV_FILE = f"{NAME}.csv"
@@ -82,6 +91,8 @@ COLUMNS = (
     Column("coarse", "coarse model"),
     Column("coarse_error_pct", "coarse vs capped %", "{:+.0f}"),
     Column("flow_gbps", "one flow Gbit/s"),
+    Column("capped_steps", "steps capped", "{}"),
+    Column("uncapped_steps", "steps no cap", "{}"),
 )
 
 
@@ -112,8 +123,9 @@ def half_width(est: Estimate) -> float | None:
     return est.half_width
 
 
-def run(args: argparse.Namespace) -> tuple[list[Table], str]:
-    """Simulate every architecture, host count and cap setting; returns tables and a setup line."""
+def run(args: argparse.Namespace) -> tuple[list[Table], str, str]:
+    """Simulate every architecture, host count and cap setting; returns tables, a setup line
+    and the runs that stopped short of the precision target (note lines, '' if none)."""
     trace = with_faster_computation(load_trace(args.trace), args.speed)
     host_type = load_topology(args.topology)
     device = worker_type_from_trace(trace)
@@ -122,31 +134,30 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str]:
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters, computation / {args.speed:g} "
         f"({(device.forward_s + device.backward_s) * 1e3:.0f} ms per step); hosts: "
         f"{host_type.summary().split(', ', 1)[1]}; overlap {args.overlap}; "
-        f"{args.steps} steps/host, {args.warmup} warm-up"
+        f"{length_setup(args).replace('steps/worker', 'steps/host')}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total, done = len(ARCHITECTURES) * len(args.workers) * 2, 0
-    tables = []
+    # The links come from the topology; base_config gives the length (a pilot under the rule).
+    base, _ = base_config(args, overlap=args.overlap)
+    configs = []
+    for arch in ARCHITECTURES:
+        for hosts in args.workers:
+            topo = host_type.with_hosts(hosts)
+            for capped in (True, False):
+                cluster = topo if capped else dataclasses.replace(topo, flow_cap_bps=None)
+                config = dataclasses.replace(base, workers=hosts, arch=arch.arch, mode=arch.mode)
+                configs.append(cluster.simulation_config(config))
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    runs = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
+    tables, notes = [], []
     for arch in ARCHITECTURES:
         table = Table(arch.label, COLUMNS)
+        points: dict[bool, list[SimulationResult]] = {True: [], False: []}
         for hosts in args.workers:
             topo = host_type.with_hosts(hosts)
             results: dict[bool, Estimate] = {}
             for capped in (True, False):
-                cluster = topo if capped else dataclasses.replace(topo, flow_cap_bps=None)
-                base = SimulationConfig(
-                    workers=hosts,
-                    arch=arch.arch,
-                    mode=arch.mode,
-                    steps=args.steps,
-                    warmup_steps=args.warmup,
-                    seed=args.seed,
-                    replications=args.replications,  # None: by mode (async: several seeds)
-                    overlap=args.overlap,
-                )
-                results[capped] = simulate(trace, cluster.simulation_config(base)).examples_per_s
-                done += 1
-                progress(done, total)
+                points[capped].append(next(runs))
+                results[capped] = points[capped][-1].examples_per_s
             coarse = coarse_examples_per_s(device, arch, topo, args.overlap)
             table.add(
                 hosts=hosts,
@@ -158,9 +169,13 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str]:
                 coarse=coarse,
                 coarse_error_pct=100.0 * (coarse / results[True].value - 1.0),
                 flow_gbps=flow_rate_bps(arch, topo, capped=True) / 1e9,
+                capped_steps=points[True][-1].config.steps,
+                uncapped_steps=points[False][-1].config.steps,
             )
         tables.append(table)
-    return tables, setup
+        for capped, label in ((True, "capped"), (False, "no cap")):
+            notes.append(precision_notes(points[capped], f"{arch.label}, {label}"))
+    return tables, setup, "\n".join(n for n in notes if n)
 
 
 def finding(tables: Sequence[Table], nic_gbps: float, cap_gbps: float) -> str:
@@ -224,10 +239,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=HOSTS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth="25Gbps",
+        precision=True,
     )
     parser.add_argument(
         "--topology", default=TOPOLOGY, help=f"host type: file or sample (default {TOPOLOGY})"
@@ -252,13 +266,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> None:
         out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
-        tables, setup = run(args)
+        tables, setup, notes = run(args)
         host_type = load_topology(args.topology)
         print(setup)
         for table in tables:
             print("\n" + table.text())
         cap_bps = host_type.flow_cap_bps or float("inf")
         print("\n" + finding(tables, host_type.nic_bandwidth_bps / 1e9, cap_bps / 1e9))
+        if notes:
+            print("\n" + notes)
         out.write_csv(CSV_FILE, tables)
         title = (
             f"{setup.split(',')[0]}, batch/device as profiled, on {args.topology} hosts (predicted)"

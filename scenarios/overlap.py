@@ -14,9 +14,12 @@ Setup
     - one parameter server behind a 1 Gbit/s link shared by processor sharing;
     - every W in ``--workers`` is simulated twice, with ``overlap="layerwise"`` (the trace's
       per-layer DAG) and ``overlap="none"`` (strict phases, a compile-time transform of the same
-      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; ``STEPS`` steps
-      per worker, the first ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals;
-    - one worker's timeline (two steps after the first) with and without overlap.
+      DAG; see ``simcore/sim/SEMANTICS.md``), for PS Async-SGD and PS Sync-SGD; each point runs
+      until the 95% confidence interval of its examples/s is within ``--precision`` (1%; at most
+      ``--max-steps`` 1000 steps per worker; ``--steps`` fixes the length), a tenth of each run
+      left out as warm-up; all points run at once on the cores ``--jobs`` allows;
+    - one worker's timeline (two steps after the first) with and without overlap: a fixed
+      number of steps (``TIMELINE_STEPS``), since it pictures given steps rather than estimates.
 
 Output
     A table per mode (examples/s and each worker's mean step time with and without overlap, and
@@ -44,6 +47,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -52,8 +56,6 @@ NAME = "overlap"
 TRACE = "cnn-b32"
 BANDWIDTH = "1Gbps"
 WORKERS = (1, 2, 3, 4, 6, 8, 12, 16)
-STEPS = 400
-WARMUP_STEPS = 50
 SEED = 1
 TIMELINE_STEPS = (1, 2)  # the steps drawn in the one-worker timeline (step 0 starts cold)
 CSV_FILE = f"{NAME}.csv"
@@ -75,6 +77,8 @@ COLUMNS = (
     Column("overlap_step_ms", "overlap step ms"),
     Column("strict_step_ms", "strict step ms"),
     Column("gain_percent", "gain %", "{:+.1f}"),
+    Column("overlap_steps", "overlap steps", "{}"),
+    Column("strict_steps", "strict steps", "{}"),
 )
 TIMELINE_COLUMNS = (
     Column("overlap", "overlap"),
@@ -115,6 +119,8 @@ class ModeCurves:
                 overlap_step_ms=1e3 * step_s(lay),
                 strict_step_ms=1e3 * step_s(strict),
                 gain_percent=100.0 * (a.value / b.value - 1.0),
+                overlap_steps=lay.config.steps,
+                strict_steps=strict.config.steps,
             )
         return table
 
@@ -138,21 +144,20 @@ def run(
     setup = (
         f"{model}, {trace.param_nbytes / 2**20:.2f} MiB of parameters, "
         f"{compute_ms(trace):.1f} ms of computation per step; one PS, link {link}, processor "
-        f"sharing; {args.steps} steps/worker, {args.warmup} warm-up"
+        f"sharing; {length_setup(args)}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total, done = len(MODES) * len(OVERLAPS) * len(args.workers), 0
+    configs = [
+        replace(base, workers=w, mode=mode, overlap=overlap)
+        for _, mode in MODES
+        for _, overlap in OVERLAPS
+        for w in args.workers
+    ]
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    results = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
     curves = []
-    for label, mode in MODES:
-        by_overlap: dict[str, list[SimulationResult]] = {}
-        for _, overlap in OVERLAPS:
-            by_overlap[overlap] = []
-            for w in args.workers:
-                config = replace(base, workers=w, mode=mode, overlap=overlap)
-                by_overlap[overlap].append(simulate(trace, config))
-                done += 1
-                progress(done, total)
-        curves.append(ModeCurves(label, tuple(by_overlap["layerwise"]), tuple(by_overlap["none"])))
+    for label, _ in MODES:
+        by_overlap = {o: tuple(next(results) for _ in args.workers) for _, o in OVERLAPS}
+        curves.append(ModeCurves(label, by_overlap["layerwise"], by_overlap["none"]))
     return curves, one_worker_runs(trace, base), setup, f"{model}, one PS, {link} (predicted)"
 
 
@@ -166,6 +171,7 @@ def compute_ms(trace: Trace) -> float:
 def one_worker_runs(trace: Trace, base: SimulationConfig) -> list[SimulationResult]:
     """One worker with a timeline, with overlap and with strict phases (``OVERLAPS`` order).
     Both runs sample the same profiled steps (same seed, same draws)."""
+    # A fixed length, not the stopping rule: these runs picture given steps, they estimate nothing.
     config = replace(base, workers=1, steps=max(TIMELINE_STEPS) + 1, warmup_steps=0, batches=2)
     return [simulate(trace, replace(config, overlap=o, timeline=True)) for _, o in OVERLAPS]
 
@@ -296,10 +302,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -314,6 +319,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeline = timeline_table(runs)
         print(setup)
         print(report(curves))
+        notes = "\n".join(
+            text
+            for c in curves
+            for (kind, _), points in zip(OVERLAPS, (c.overlap, c.strict), strict=True)
+            if (text := precision_notes(points, f"{c.label}, {kind}"))
+        )
+        if notes:
+            print("\n" + notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])
         out.write_csv(TIMELINE_CSV_FILE, timeline)
         plot_curves(curves, out, title)

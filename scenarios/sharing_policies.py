@@ -13,8 +13,12 @@ Setup
     - trace: the shipped ``resnet18-b32`` sample (44.6 MiB of parameters, 2.5 s of CPU compute
       per step), one parameter server behind a 1 Gbit/s link: one worker keeps the link about
       11% busy, so W = 1..16 sweeps the utilization from low to saturation;
-    - Async-SGD by default (``--mode sync`` for Sync-SGD), ``STEPS`` steps per worker of which
-      the first ``WARMUP_STEPS`` are left out, 95% batch-means confidence intervals;
+    - Async-SGD by default (``--mode sync`` for Sync-SGD); each W runs until the 95% confidence
+      interval of its examples/s (the simulator's hybrid, which holds the FCFS and the PS run) is
+      within ``--precision`` (1%; at most ``--max-steps`` 1000 steps per worker; ``--steps``
+      fixes the length), the first ``WARMUP_STEPS`` (100) steps per worker of every run left
+      out (``--warmup``; with ``--steps``, a tenth of the run); all W run at once on the cores
+      ``--jobs`` allows;
     - simulator (fine-grained, layer by layer, so transfers overlap computation): sharing
       ``fcfs``, ``ps`` and ``hybrid``;
     - coarse-grained models (``simcore.analytic``, no latency term): Async-SGD by mean value
@@ -55,7 +59,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,24 +71,27 @@ from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report.scenario import (
     ScenarioOutput,
-    link_from_args,
+    base_config,
+    length_setup,
+    precision_notes,
     run_scenario,
     scenario_parser,
+    simulate_points,
 )
 from simcore.report.table import Column, Table
-from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate
+from simcore.sim import Estimate, SimulationResult
 from simcore.sim.config import MODES
 from simcore.trace.io import load_trace
-from simcore.trace.model import Trace
 
 NAME = "sharing_policies"
 TRACE = "resnet18-b32"
 BANDWIDTH = "1Gbps"
 WORKERS = tuple(range(1, 17))
-STEPS = 250
 # Workers start in lock-step; on a saturated PS link they stay bunched (pulling together,
-# computing together) for tens of steps before drifting apart. 20 warm-up steps leave that
-# transient in the estimate (PS at W = 16: 77 examples/s instead of 85.6); 100 remove it.
+# computing together) for tens of steps before drifting apart. The stopping rule's own warm-up
+# (a tenth of the run, at least 2.5 steps per worker: 40 of 400 steps at W = 16) leaves that
+# transient in the estimate (PS at W = 16: 83.8 examples/s +-1.5% instead of 85.6); 100 steps
+# remove it. So every run of the rule leaves out 100 steps, unless --warmup says otherwise.
 WARMUP_STEPS = 100
 SEED = 1
 DIFF_THRESHOLD = 0.05  # "FCFS and PS part ways": relative difference above 5%
@@ -104,6 +111,7 @@ class Point:
     """Every prediction at one worker count. Throughputs in examples/s."""
 
     workers: int
+    result: SimulationResult  # the simulator's hybrid run (its components: FCFS and PS)
     sim: dict[str, Estimate]  # fcfs, ps, hybrid
     sim_rho: dict[str, float]  # fcfs, ps: busier link's utilization
     coarse: dict[str, float]  # fcfs, ps, hybrid, overlap
@@ -129,12 +137,9 @@ def busiest_utilization(result: SimulationResult) -> float:
     return max(link.utilization for link in result.links)
 
 
-def simulate_point(
-    trace: Trace, base: dict[str, Any], workers: int
-) -> tuple[dict[str, Estimate], dict[str, float]]:
-    """The simulator's FCFS, PS and hybrid estimates and the FCFS and PS runs' utilization
-    (one hybrid run holds both components, simulated with the same seeds)."""
-    result = simulate(trace, SimulationConfig(workers=workers, sharing="hybrid", **base))
+def simulator_values(result: SimulationResult) -> tuple[dict[str, Estimate], dict[str, float]]:
+    """The simulator's FCFS, PS and hybrid estimates and the FCFS and PS runs' utilization,
+    from one hybrid run (it holds both components, simulated with the same seeds)."""
     parts = {c.config.sharing: c for c in result.components}
     sim = {"hybrid": result.examples_per_s} | {k: parts[k].examples_per_s for k in ("fcfs", "ps")}
     rho = {k: busiest_utilization(parts[k]) for k in ("fcfs", "ps")}
@@ -167,29 +172,23 @@ def coarse_point(worker: WorkerType, workers: int, b: float, mode: str, rho_t: f
 def run(args: argparse.Namespace) -> tuple[list[Point], str]:
     """Simulate and solve every worker count; returns the points and a one-line setup."""
     trace = load_trace(args.trace)
-    bandwidth_bps, latency_s, link_label = link_from_args(args)
+    # One hybrid run per W holds the FCFS and the PS run; the stopping rule sizes it (the
+    # hybrid's examples/s is the mean of theirs) unless --steps fixes the length.
+    base, link_label = base_config(args, mode=args.mode, sharing="hybrid")
     worker = worker_type_from_trace(trace)
-    base = {
-        "bandwidth_bps": bandwidth_bps,
-        "latency_s": latency_s,
-        "mode": args.mode,
-        "steps": args.steps,
-        "warmup_steps": args.warmup,
-        "seed": args.seed,
-        "replications": args.replications,  # None: by mode (async: several seeds)
-    }
     mode = "Sync-SGD" if args.mode == "sync" else "Async-SGD"
     setup = (
         f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker, "
         f"{trace.param_nbytes / 2**20:.1f} MiB of parameters; {mode}, one PS, {link_label}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    configs = [replace(base, workers=w) for w in args.workers]
+    results = simulate_points(trace, configs, args, progress)  # all at once: --jobs
     points = []
-    for done, w in enumerate(args.workers, start=1):
-        sim, rho = simulate_point(trace, base, w)
-        coarse = coarse_point(worker, w, bandwidth_bps, args.mode, args.rho_t)
-        points.append(Point(w, sim, rho, coarse.values, coarse.rho_fcfs, coarse.pick))
-        progress(done, len(args.workers))
+    for w, result in zip(args.workers, results, strict=True):
+        sim, rho = simulator_values(result)
+        coarse = coarse_point(worker, w, base.bandwidth_bps, args.mode, args.rho_t)
+        points.append(Point(w, result, sim, rho, coarse.values, coarse.rho_fcfs, coarse.pick))
     return points, setup
 
 
@@ -213,6 +212,7 @@ def throughput_table(points: Sequence[Point], mode: str) -> Table:
             Column("coarse_hybrid", "coarse hybrid", num),
             Column("coarse_pick", "pick"),
             Column("coarse_overlap", f"coarse overlap ({overlap})", num),
+            Column("steps", "steps", "{}"),
         ],
     )
     for p in points:
@@ -221,7 +221,13 @@ def throughput_table(points: Sequence[Point], mode: str) -> Table:
             sims[f"sim_{k}"] = p.sim[k].value
             sims[f"sim_{k}_ci95"] = p.sim[k].half_width
         coarse = {f"coarse_{k}": v for k, v in p.coarse.items()}
-        table.add(workers=p.workers, coarse_pick=p.coarse_pick, **sims, **coarse)
+        table.add(
+            workers=p.workers,
+            coarse_pick=p.coarse_pick,
+            **sims,
+            **coarse,
+            steps=p.result.config.steps,
+        )
     return table
 
 
@@ -379,10 +385,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
+        help_texts={
+            "warmup": f"steps per worker left out (default: {WARMUP_STEPS} with the stopping "
+            "rule, since workers that start together stay bunched on a saturated link for tens "
+            "of steps; a tenth of the run with --steps)"
+        },
     )
     parser.add_argument("--mode", choices=MODES, default="async", help="Async- or Sync-SGD")
     parser.add_argument(
@@ -391,7 +401,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=DEFAULT_RHO_T,
         help=f"coarse Async-SGD hybrid threshold (Eq. 5; default {DEFAULT_RHO_T})",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    cap = args.max_steps
+    if args.warmup is None and args.steps is None and (cap is None or cap > 2 * WARMUP_STEPS):
+        args.warmup = WARMUP_STEPS  # the rule keeps it for every run
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -403,7 +417,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = ScenarioOutput(args.out, FILES, force=args.force)
         points, setup = run(args)
         throughput, difference = throughput_table(points, args.mode), difference_table(points)
-        print(setup, f"{args.steps} steps/worker, {args.warmup} warm-up", sep="; ")
+        length = length_setup(args)
+        if args.steps is None and args.warmup is not None:  # the rule's runs, a fixed warm-up
+            length += f", {args.warmup} warm-up"
+        print(setup, length, sep="; ")
         print()
         print(throughput.text())
         print()
@@ -412,6 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(divergence_text("simulator", points, args.rho_t, args.mode))
         print(divergence_text("coarse models", points, args.rho_t, args.mode))
         print(finding(points))
+        notes = precision_notes([p.result for p in points], "sim hybrid")
+        if notes:
+            print("\n" + notes)
         out.write_csv(THROUGHPUT_CSV, throughput)
         out.write_csv(DIFFERENCE_CSV, difference)
         plot_throughput(points, out.path(THROUGHPUT_PNG), setup, overwrite=out.force)

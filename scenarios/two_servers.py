@@ -15,8 +15,10 @@ Setup
       it between them);
     - placements: one server; two with ``placement="greedy"``; two with an explicit mapping,
       the best 2-way partition of the layers' bytes (subset sum, exact to 1/65536 of the model);
-    - Async-SGD and Sync-SGD, W in ``--workers``; ``STEPS`` steps per worker, the first
-      ``WARMUP_STEPS`` left out, 95% batch-means confidence intervals.
+    - Async-SGD and Sync-SGD, W in ``--workers``; each point runs until the 95% confidence
+      interval of its examples/s is within ``--precision`` (1%; at most ``--max-steps`` 1000
+      steps per worker; ``--steps`` fixes the length), a tenth of each run left out as warm-up;
+      all points run at once on the cores ``--jobs`` allows.
     - ``--trace cnn-b32 --bandwidth 1Gbps`` shows the VGG-11 case of ICPE'20 Fig. 25(h): one layer
       holds 84% of the bytes, no split of whole layers balances it, a second server adds 10-20%.
 
@@ -47,7 +49,8 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.sim import SimulationResult, simulate
+from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.sim import SimulationResult
 from simcore.sim.dag import assign_servers
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -56,8 +59,6 @@ NAME = "two_servers"
 TRACE = "resnet18-b32"
 BANDWIDTH = "500Mbps"
 WORKERS = (1, 2, 4, 6, 8, 12, 16)
-STEPS = 100
-WARMUP_STEPS = 20
 SEED = 1
 PARTITION_UNITS = 65536  # the subset-sum grid: bytes are rounded to 1/65536 of the model
 CSV_FILE = f"{NAME}.csv"
@@ -83,6 +84,7 @@ COLUMNS = (
     *estimate_columns(),
     Column("steps_per_s", "steps/s"),
     Column("link_bound_examples_per_s", "link bound"),
+    Column("steps", "steps", "{}"),
 )
 BYTES_COLUMNS = (
     Column("placement", "placement"),
@@ -186,27 +188,22 @@ def run(args: argparse.Namespace) -> tuple[list[Curve], Table, str, str]:
     setup = (
         f"{model}, {trace.param_nbytes / MIB:.2f} MiB of parameters in "
         f"{sum(1 for la in trace.layers if la.param_nbytes)} layers; each server's link "
-        f"{link}, processor sharing; {args.steps} steps/worker, {args.warmup} warm-up"
+        f"{link}, processor sharing; {length_setup(args)}"
     )
-    progress = Progress("simulating", "simulations", enabled=not args.quiet)
-    total, done = len(MODES) * len(options) * len(args.workers), 0
+    configs = [
+        replace(base, workers=w, mode=mode, servers=option.servers, placement=option.placement)
+        for _, mode in MODES
+        for option in options
+        for w in args.workers
+    ]
+    progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
+    results = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
     curves = []
     for _, mode in MODES:
         for option in options:
-            points = []
-            for w in args.workers:
-                config = replace(
-                    base,
-                    workers=w,
-                    mode=mode,
-                    servers=option.servers,
-                    placement=option.placement,
-                )
-                points.append(simulate(trace, config))
-                done += 1
-                progress(done, total)
+            points = tuple(next(results) for _ in args.workers)
             bound = link_bound(trace, option, bandwidth_bps, mode)
-            curves.append(Curve(mode, option, tuple(points), bound))
+            curves.append(Curve(mode, option, points, bound))
     return curves, bytes_table(trace, options), setup, f"{model}, {link} per server link"
 
 
@@ -221,6 +218,7 @@ def mode_table(curves: Sequence[Curve], label: str, mode: str) -> Table:
                 **estimate_cells(est),
                 steps_per_s=p.steps_per_s.value,
                 link_bound_examples_per_s=curve.bound,
+                steps=p.config.steps,
             )
     return table
 
@@ -306,10 +304,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__,
         trace=TRACE,
         workers=WORKERS,
-        steps=STEPS,
-        warmup=WARMUP_STEPS,
         seed=SEED,
         bandwidth=BANDWIDTH,
+        precision=True,
     )
     return parser.parse_args(argv)
 
@@ -326,6 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for table in tables:
             print("\n" + table.text())
         print("\n" + finding(curves, split))
+        labels = {mode: label for label, mode in MODES}
+        notes = [
+            precision_notes(c.points, f"{labels[c.mode]}, {c.placement.label}") for c in curves
+        ]
+        if any(notes):
+            print("\n" + "\n".join(n for n in notes if n))
         out.write_csv(CSV_FILE, tables)
         out.write_csv(BYTES_CSV_FILE, split)
         plot(curves, out, title)

@@ -226,3 +226,35 @@ def test_jobs_option_refuses_what_is_not_a_count(
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert f"--jobs: {bad!r} is not a number of processes" in err
+
+
+@pytest.mark.usefixtures("pool_for_any_work")
+def test_every_kind_of_config_and_result_crosses_the_pool() -> None:
+    """What a pool's process receives (configs, traces) and returns (results, with their configs
+    and timelines) must pickle for every feature a scenario uses: two servers with a placement
+    (a read-only mapping), hybrid sharing, HTTP/2 streams, heterogeneous worker types, hosts of
+    several devices, co-located workers with transfer CPU cost, a timeline."""
+    fast = synthetic_trace([0.01, 0.02], [0.02, 0.01], [2_000_000, 500_000], batch_size=8)
+    slow = synthetic_trace([0.02, 0.04], [0.04, 0.02], [2_000_000, 500_000], batch_size=8)
+    base = SimulationConfig(workers=2, bandwidth_bps=1e9, steps=30, warmup_steps=5, mode="sync")
+    configs = [
+        dataclasses.replace(base, servers=2, placement={"l0": 0, "l1": 1}),
+        dataclasses.replace(base, sharing="hybrid"),
+        dataclasses.replace(base, scheduler="http2", window_bytes=65536),
+        dataclasses.replace(base, worker_types=(0, 1)),
+        dataclasses.replace(base, devices_per_host=4, intra_bandwidth_bps=100e9),
+        dataclasses.replace(
+            base, colocated_workers=2, host_cpu_cores=2, comm_cpu_s_per_byte=1e-9, mode="async"
+        ),
+        dataclasses.replace(base, timeline=True, arch="allreduce"),
+    ]
+    for config in configs:
+        assert pickle.loads(pickle.dumps(config)) == config
+    with jobs(1):
+        alone = simulate_many([fast, slow], configs, None)
+    with jobs(2):
+        pooled = simulate_many([fast, slow], configs, None)
+    assert [_result_numbers(r) for r in pooled] == [_result_numbers(r) for r in alone]
+    assert [r.config for r in pooled] == configs
+    timeline = pooled[-1].timeline
+    assert timeline is not None and len(timeline.start_s) == len(alone[-1].timeline.start_s)

@@ -60,7 +60,7 @@ def test_prints_tables_and_saves_data_and_figure(
         mine = [r for r in rows if r["table"] == label]
         assert len(mine) == 2 * 3
         # The printed table shows the CSV's rows, rounded; a placement's label is several words.
-        printed = [[c[0], " ".join(c[1:-5]), *c[-5:]] for c in printed_rows(out, label)]
+        printed = [[c[0], " ".join(c[1:-6]), *c[-6:]] for c in printed_rows(out, label)]
         assert_rows_show_csv(printed, mine, keys, label)
         for placement in {r["placement"] for r in mine}:
             values = column([r for r in mine if r["placement"] == placement], "examples_per_s")

@@ -107,8 +107,11 @@ def scenario_parser(
         parser.add_argument(
             "--warmup",
             type=nonnegative_int,
-            help="steps per worker left out (default: a tenth of each run, at least 10 steps, "
-            "or 2.5 per worker for async; at most half of the run)",
+            help=texts.pop(
+                "warmup",
+                "steps per worker left out (default: a tenth of each run, at least 10 steps, "
+                "or 2.5 per worker for async; at most half of the run)",
+            ),
         )
         add_precision_options(parser)
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -183,6 +183,12 @@ class SimulationConfig:
         if direction == "uplink" and self.flow_weight_cv_push is not None:
             return self.flow_weight_cv_push
         return self.flow_weight_cv
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled for a pool of processes (simcore.parallel): the read-only placement travels as
+        # a dict, and __post_init__ freezes it again on arrival.
+        values = [getattr(self, f.name) for f in fields(self)]
+        return (SimulationConfig, tuple(dict(v) if isinstance(v, Mapping) else v for v in values))
 
     def __post_init__(self) -> None:
         if isinstance(self.placement, Mapping):
