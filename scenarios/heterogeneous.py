@@ -13,14 +13,13 @@ Question
 
 Setup
     - trace: the shipped ``resnet18-b32`` sample (44.6 MiB of parameters, 2.5 s of CPU compute
-      per step), one parameter server, processor sharing on its link. Each simulation of (a)
-      runs until the 95% confidence interval of its examples/s is within ``--precision`` (1%; at
-      most ``--max-steps`` 1000 steps per worker), a tenth of each run left out as warm-up. (b)
-      runs a fixed ``CAP_STEPS`` = 300 steps per worker, the first ``CAP_WARMUP_STEPS`` = 150
-      left out: its Async-SGD workers start bunched and stay so for hundreds of steps, a
-      transient the rule's shorter warm-up would leave in the estimate. ``--steps`` (and
-      ``--warmup``) fix the length of both. A part's simulations run at once on the cores
-      ``--jobs`` allows;
+      per step), one parameter server, processor sharing on its link. Each simulation runs
+      until the 95% confidence interval of its examples/s is within ``--precision`` (1%; at
+      most ``--max-steps`` 1000 steps per worker; ``--steps`` fixes the length), a tenth of each
+      run left out as warm-up, or more where the run shows a longer start-up transient: (b)'s
+      Async-SGD workers start bunched and stay so for hundreds of steps, which the rule finds
+      (:mod:`simcore.sim.settling`) and runs past. A part's simulations run at once on the
+      cores ``--jobs`` allows;
     - (a) ``MIX_WORKERS`` = 8 workers on a 10 Gbit/s link (so that computation, not the network,
       sets the pace), of which k = 0..8 are slow: they compute at ``SLOW_SPEED`` = 0.5 of the
       profiled speed (``speed_factors``; server updates unchanged). Async- and Sync-SGD. Coarse
@@ -75,7 +74,7 @@ from simcore.report.scenario import (
     simulate_points,
 )
 from simcore.report.table import Column, Table
-from simcore.sim import Estimate, SimulationConfig, SimulationResult, simulate_many
+from simcore.sim import Estimate, SimulationConfig, SimulationResult
 from simcore.sim.config import CAP_MODES, MODES
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
@@ -90,13 +89,6 @@ CAP_WORKERS = tuple(range(1, 11))  # (b): the standard --workers
 FAST_BANDWIDTH = "25Gbps"
 FLOW_CAP = "10Gbps"
 GPU_SPEEDUP = 50.0  # (b): compute 50x faster than the profiled CPU, to emulate a GPU worker
-# (b) keeps a fixed length with a long warm-up rather than the stopping rule: Async-SGD workers
-# start in lock-step and, on a busy link (with a cap even more), stay bunched for hundreds of
-# steps. The rule's warm-up (a tenth of the run) leaves that transient in the estimate with a
-# narrow CI: W = 3 with the cap stops after 100 steps at 1089 examples/s +-0.5%, 14% below the
-# 1272 of 3000 steps with 1500 left out (and 300 with 150 left out still give 1174).
-CAP_STEPS = 300
-CAP_WARMUP_STEPS = 150
 SEED = 1
 MIX_CSV, MIX_PNG = "heterogeneous_mix.csv", "heterogeneous_mix.png"
 CAPS_CSV, CAPS_PNG = "heterogeneous_caps.csv", "heterogeneous_caps.png"
@@ -289,11 +281,7 @@ class CapPoint:
 
 
 def caps_configs(base: SimulationConfig, args: argparse.Namespace) -> list[SimulationConfig]:
-    """The simulations of (b): per W, per mode, without and with the cap (in that order), of
-    ``--steps`` or else ``CAP_STEPS`` (see there)."""
-    if args.steps is None:
-        warmup = CAP_WARMUP_STEPS if args.warmup is None else args.warmup
-        base = replace(base, steps=CAP_STEPS, warmup_steps=warmup)
+    """The simulations of (b): per W, per mode, without and with the cap (in that order)."""
     return [
         replace(
             base,
@@ -524,11 +512,6 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if not (np.isfinite(value) and value > 0):
             raise ConfigError(f"--{name.replace('_', '-')}: must be a number > 0, got {value}")
-    if args.steps is None and args.warmup is not None and args.warmup >= CAP_STEPS:
-        raise ConfigError(
-            f"--warmup {args.warmup}: part (b) runs {CAP_STEPS} steps/worker unless --steps "
-            "sets the length; give a shorter warm-up or --steps"
-        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -541,12 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         base, link_label = base_config(args, sharing="ps")  # (a)'s link; (b) sets its own
         model = f"{trace.metadata.model_name}, batch {trace.metadata.batch_size}/worker"
         configs_a, configs_b = mix_configs(base, args), caps_configs(base, args)
-        length = length_setup(args)
-        if args.steps is None:  # (b) has its own fixed length (CAP_STEPS)
-            b = configs_b[0]
-            length = f"(a) {length}; (b) {b.steps} steps/worker, {b.warmup_steps} warm-up"
-        print(f"{model}; one PS; {length}")
-        # Each part's points at once (--jobs): (a) sized by the stopping rule, (b) fixed
+        print(f"{model}; one PS; {length_setup(args)}")
+        # Each part's points at once (--jobs)
         results_a = simulate_points(
             trace, configs_a, args, Progress("(a) mixes", "worker-steps", enabled=not args.quiet)
         )
@@ -555,11 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{mix_tab.text()}\n{mix_finding(mix, args.slow_speed)}")
         if notes := mix_notes(mix, results_a):
             print(notes)
-        results_b = simulate_many(
-            trace,
-            configs_b,
-            None,
-            progress=Progress("(b) caps", "worker-steps", enabled=not args.quiet),
+        results_b = simulate_points(
+            trace, configs_b, args, Progress("(b) caps", "worker-steps", enabled=not args.quiet)
         )
         caps = caps_points(trace, args, results_b)
         cap_label = format_bandwidth(args.flow_cap_bps)

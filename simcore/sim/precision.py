@@ -41,6 +41,7 @@ from simcore.sim.api import PARALLEL_MIN_OPS, simulate, validate
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import ProgressCallback
 from simcore.sim.results import SimulationResult, Stopping
+from simcore.sim.settling import Settling
 from simcore.trace.model import Trace
 
 __all__ = [
@@ -71,6 +72,11 @@ MAX_GROWTH = 4.0
 # A longer run "helped" when its half-width shrank by at least this share of the log-shrinkage
 # 1/sqrt(n) predicts (0.5: at least sqrt of the predicted ratio).
 EXPECTED_SHRINK_SHARE = 0.5
+
+# A warm-up that leaves the transient's trend in the mean step time by more than this share of
+# the target precision is too short (simcore.sim.settling): the rule runs again past it.
+UNSETTLED_SHARE = 0.5
+SETTLE_MARGIN = 1.2  # the warm-up after a transient seen to end: this far past its end
 
 # Replications whose means differ this many times more (in variance) than each one's own batch
 # means say they should (F-like ratio; ~1 when seeds differ only by noise, 2.6 its 95th
@@ -195,20 +201,66 @@ def simulate_to_precision(
     validate(trace, _sized(config, rule, rule.max_steps))  # every round's checks, up front
     history: list[tuple[int, float]] = []  # (measured steps, precision) per round
     spent = 0
+    floor = 0  # a warm-up at least this long: where an earlier run's transient ended
     while True:
-        sized = _sized(config, rule, steps)
+        sized = _sized(config, rule, steps, floor)
         result = simulate(trace, sized, progress=_shifted(progress, spent))
         spent += worker_steps(sized)
         precision = relative_precision(result)
         history.append((steps - sized.warmup_steps, precision))
+        settling = result.settling
+        if precision > rule.target and _seeds_settled_apart(result):
+            # seeds in different patterns: longer runs would not help (more seeds would)
+            return dataclasses.replace(
+                result, stopping=_stopping(rule, result, history, "seeds", spent)
+            )
+        if (  # the warm-up left part of the start-up transient in: the CI does not show it
+            rule.warmup_steps is None  # (a warm-up the user gave stays)
+            and settling is not None
+            and settling.biased(sized.warmup_steps, UNSETTLED_SHARE * rule.target)
+        ):
+            reason, steps, floor = _past_transient(rule, sized, settling, history, config)
+            if reason:
+                return dataclasses.replace(
+                    result, stopping=_stopping(rule, result, history, reason, spent)
+                )
+            continue
         reason, next_steps = _next(rule, steps, history, config)
-        if not reason and _seeds_settled_apart(result):
-            reason = "seeds"  # seeds in different patterns: longer runs would not help
         if reason:
             return dataclasses.replace(
                 result, stopping=_stopping(rule, result, history, reason, spent)
             )
         steps = next_steps
+
+
+def _past_transient(
+    rule: PrecisionRule,
+    sized: SimulationConfig,
+    settling: Settling,
+    history: list[tuple[int, float]],
+    config: SimulationConfig,
+) -> tuple[str, int, int]:
+    """The next run of a run whose warm-up ended inside its transient: ("", steps, warm-up
+    floor), or ("unsettled", ...) when the rule may run no more or no longer.
+
+    Too short to see the transient's end (the cut at its limit): a run MAX_GROWTH times as long
+    that leaves out at least what this one showed. Seen to end: as many measured steps again,
+    after a warm-up a fifth past that end."""
+    steps = sized.steps
+    if len(history) >= rule.max_rounds or steps >= rule.max_steps:
+        return "unsettled", steps, 0
+    if settling.at_limit:
+        floor = settling.steps
+        longer = max(math.floor(MAX_GROWTH * steps), 2 * floor + 2)
+    else:
+        floor = math.ceil(SETTLE_MARGIN * settling.steps)
+        measured = steps - sized.warmup_steps
+        _, planned = _next(rule, steps, history, config)  # what the CI alone would ask for
+        longer = max(floor + measured, planned, math.ceil(GROWTH * steps))
+    longer = min(longer, rule.max_steps)
+    if floor >= longer // 2 + 1 and longer <= steps:
+        return "unsettled", steps, 0
+    return "", longer, min(floor, longer // 2)
 
 
 def simulate_sized(
@@ -298,8 +350,14 @@ def worker_steps(config: SimulationConfig) -> int:
     return config.workers * config.steps * config.runs
 
 
-def _sized(config: SimulationConfig, rule: PrecisionRule, steps: int) -> SimulationConfig:
+def _sized(
+    config: SimulationConfig, rule: PrecisionRule, steps: int, floor: int = 0
+) -> SimulationConfig:
+    """``config`` run for ``steps`` steps per worker with the rule's warm-up, at least ``floor``
+    steps (never more than half of the run)."""
     warmup = rule.warmup_for(steps, config.workers, config.mode)
+    if floor > warmup:
+        warmup = min(floor, steps // 2)
     return dataclasses.replace(config, steps=steps, warmup_steps=warmup)
 
 
@@ -368,6 +426,12 @@ def _stopping(
         worker_steps=spent,
         precisions=tuple(p for _, p in history),
         seeds=result.config.replication_count,
+        warmup=result.config.warmup_steps,
+        transient=(
+            (result.settling.steps, result.settling.shift)
+            if reason == "unsettled" and result.settling is not None
+            else None
+        ),
     )
 
 
@@ -384,6 +448,8 @@ def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str
     """:func:`stopping_note` from the record and the (min, max) examples/s over seeds."""
     if s.reached:
         return ""
+    if s.reason == "unsettled":
+        return _unsettled_text(s)
     got = "no CI" if not math.isfinite(s.precision) else f"+-{100 * s.precision:.2g}%"
     head = f"precision {got} (target {100 * s.target:.2g}%) after {s.steps} steps/worker"
     accept = f"or accept it with --precision {_percent_up(s.precision)}"
@@ -418,6 +484,22 @@ def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str
     return (
         f"{head} ({where}): the target needs about {longer:,} steps/worker ({option})"
         f"{more_seeds}; {accept}"
+    )
+
+
+def _unsettled_text(s: Stopping) -> str:
+    """The note of a run whose warm-up ended inside its start-up transient."""
+    got = "no CI" if not math.isfinite(s.precision) else f"+-{100 * s.precision:.2g}%"
+    end, shift = s.transient if s.transient is not None else (s.warmup, 0.0)
+    warmup = max(100, math.ceil(SETTLE_MARGIN * end / 100) * 100)
+    steps = max(2 * s.steps, 2 * warmup)
+    longer = "longer" if shift >= 0 else "shorter"
+    return (
+        f"precision {got} (target {100 * s.target:.2g}%) after {s.steps} steps/worker, but the "
+        f"workers had not settled: their step times still trend past the {s.warmup}-step "
+        f"warm-up, up to about step {end} (the mean step after the warm-up is "
+        f"{100 * abs(shift):.1f}% {longer} than after that), so examples/s may be off by about "
+        f"as much; give a longer warm-up and run (--warmup {warmup} --max-steps {steps})"
     )
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import RunRecord, SimulationError
 from simcore.sim.phases import ReplicationPhases, replication_phases, step_time_quantiles
+from simcore.sim.settling import Settling, settling_of
 
 # Two-sided 95% Student t quantiles t(0.975, df), df = 1..30.
 _T975 = (
@@ -184,7 +185,9 @@ class Stopping:
     ``reason``: ``reached`` (the CI is within ``target``), ``cap`` (the run reached
     ``max_steps`` short of it), ``stalled`` (a longer run did not narrow the CI), ``seeds``
     (the replications differ far more than their own noise explains: they settled in different
-    phase patterns) or ``rounds`` (the runs allowed were spent). Precisions are relative half-widths
+    phase patterns), ``rounds`` (the runs allowed were spent) or ``unsettled`` (the last run's
+    warm-up still held part of the start-up transient, :mod:`simcore.sim.settling`, and the
+    rule could run no longer). Precisions are relative half-widths
     of the 95% CI of examples/s (``inf``: no interval).
     """
 
@@ -197,6 +200,10 @@ class Stopping:
     worker_steps: int  # simulated by all runs (every replication, both runs of a hybrid)
     precisions: tuple[float, ...]  # of each run, in order
     seeds: int = 1  # replications of each run: with >= 2 the CI comes from the seeds
+    warmup: int = 0  # steps per worker the result's run left out
+    # reason "unsettled": the step where that run's start-up transient ended (MSER-5) and how far
+    # its mean step time after the warm-up is from the mean after that step (relative)
+    transient: tuple[int, float] | None = None
 
     @property
     def reached(self) -> bool:
@@ -235,6 +242,9 @@ class SimulationResult:
     # per replication, the standard error of its examples/s from its own batch means (inf when
     # its batches cannot give one): what seeds would differ by if they differed only by noise
     replication_standard_errors: tuple[float, ...] = ()
+    # where the run's start-up transient ended (MSER-5 over its step durations); None: not
+    # computed (a result built by hand)
+    settling: Settling | None = None
 
     @property
     def steps_spread(self) -> tuple[float, float]:
@@ -350,6 +360,7 @@ def summarize(
             for i, r in enumerate(records)
         ),
         workers=_worker_stats(records, worker_trace, config.warmup_steps),
+        settling=settling_of([r.step_ends for r in records], config.warmup_steps),
         links=_link_stats(records, config.workers),
         simulated_ops=sum(r.ops_done for r in records),
         simulated_time_s=records[-1].end_s,
