@@ -45,7 +45,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.saturation import SATURATION_SHARE, saturation_point
 from simcore.sim import SimulationResult
 from simcore.sim.config import MODES, OVERLAPS
@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + curve.table().text())
         print("\n" + summary.text())
         print("\n" + finding(curves))
-        notes = "\n".join(precision_notes(c.points, c.label) for c in curves).strip()
+        notes = grouped_precision_notes((c.points, c.label) for c in curves)
         if notes:
             print("\n" + notes)
         out.write_csv(CSV_FILE, [c.table() for c in curves])

@@ -66,9 +66,9 @@ from simcore.report.scenario import (
     ScenarioOutput,
     base_config,
     finding_line,
+    grouped_precision_notes,
     length_setup,
     positive_int,
-    precision_notes,
     run_scenario,
     scenario_parser,
     simulate_points,
@@ -440,11 +440,10 @@ def mix_notes(mix: Sequence[MixPoint], results: Sequence[SimulationResult]) -> s
     """``note:`` lines for the runs of (a) that stopped short of the precision target ('' if
     none); ``results`` in the order of :func:`mix_configs`."""
     mixes = [p for p in mix for _ in MODES]
-    lines = [
-        precision_notes([r], f"(a) {MODE_LABELS[r.config.mode]}, k = {p.slow} slow")
+    return grouped_precision_notes(
+        ([r], f"(a) {MODE_LABELS[r.config.mode]}, k = {p.slow} slow")
         for p, r in zip(mixes, results, strict=True)
-    ]
-    return "\n".join(line for line in lines if line)
+    )
 
 
 # ---- command line ----------------------------------------------------------------------------

@@ -60,7 +60,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.sim import SimulationConfig, SimulationResult, simulate_many
 from simcore.sim.results import Timeline
 from simcore.trace.io import load_trace
@@ -439,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         bound = link_bound_examples_per_s(rows)
         print(finding(rows, bound))
-        notes = "\n".join(filter(None, (precision_notes(r.points, r.ordering.short) for r in rows)))
+        notes = grouped_precision_notes((r.points, r.ordering.short) for r in rows)
         if notes:
             print("\n" + notes)
         out.write_csv(CSV_FILE, result_table)

@@ -62,7 +62,7 @@ from simcore.report import (
     scenario_parser,
 )
 from simcore.report.architectures import DATA_PARALLEL, Architecture
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.sim import Estimate, SimulationResult
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str, str]:
                 configs.append(cluster.simulation_config(config))
     progress = Progress("simulating", "worker-steps", enabled=not args.quiet)
     runs = iter(simulate_points(trace, configs, args, progress))  # all at once: --jobs
-    tables, notes = [], []
+    tables, groups = [], []
     for arch in ARCHITECTURES:
         table = Table(arch.label, COLUMNS)
         points: dict[bool, list[SimulationResult]] = {True: [], False: []}
@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> tuple[list[Table], str, str]:
             )
         tables.append(table)
         for capped, label in ((True, "capped"), (False, "no cap")):
-            notes.append(precision_notes(points[capped], f"{arch.label}, {label}"))
-    return tables, setup, "\n".join(n for n in notes if n)
+            groups.append((points[capped], f"{arch.label}, {label}"))
+    return tables, setup, grouped_precision_notes(groups)
 
 
 def finding(tables: Sequence[Table], nic_gbps: float, cap_gbps: float) -> str:

@@ -47,7 +47,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.io import load_trace
 from simcore.trace.model import OpKind, Trace
@@ -319,11 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeline = timeline_table(runs)
         print(setup)
         print(report(curves))
-        notes = "\n".join(
-            text
+        notes = grouped_precision_notes(
+            (points, f"{c.label}, {kind}")
             for c in curves
             for (kind, _), points in zip(OVERLAPS, (c.overlap, c.strict), strict=True)
-            if (text := precision_notes(points, f"{c.label}, {kind}"))
         )
         if notes:
             print("\n" + notes)

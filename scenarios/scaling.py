@@ -52,7 +52,7 @@ from simcore.report import (
     scenario_parser,
 )
 from simcore.report.architectures import DATA_PARALLEL, Architecture
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.saturation import SATURATION_SHARE, saturation_point
 from simcore.sim import SimulationResult
 from simcore.trace.io import load_trace
@@ -189,10 +189,9 @@ def report(curves: Sequence[ScalingCurve]) -> str:
             f"examples/s with W = {best.config.workers}, and {saturation_text(best_curve)}."
         )
     )
-    for curve in curves:
-        text = precision_notes(curve.points, curve.label)
-        if text:
-            lines.append(text)
+    notes = grouped_precision_notes((curve.points, curve.label) for curve in curves)
+    if notes:
+        lines.append(notes)
     return "\n".join(lines)
 
 

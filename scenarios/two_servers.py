@@ -49,7 +49,7 @@ from simcore.report import (
     run_scenario,
     scenario_parser,
 )
-from simcore.report.scenario import length_setup, precision_notes, simulate_points
+from simcore.report.scenario import grouped_precision_notes, length_setup, simulate_points
 from simcore.sim import SimulationResult
 from simcore.sim.dag import assign_servers
 from simcore.trace.io import load_trace
@@ -324,11 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + table.text())
         print("\n" + finding(curves, split))
         labels = {mode: label for label, mode in MODES}
-        notes = [
-            precision_notes(c.points, f"{labels[c.mode]}, {c.placement.label}") for c in curves
-        ]
-        if any(notes):
-            print("\n" + "\n".join(n for n in notes if n))
+        notes = grouped_precision_notes(
+            (c.points, f"{labels[c.mode]}, {c.placement.label}") for c in curves
+        )
+        if notes:
+            print("\n" + notes)
         out.write_csv(CSV_FILE, tables)
         out.write_csv(BYTES_CSV_FILE, split)
         plot(curves, out, title)

@@ -72,9 +72,12 @@ def usable_cores() -> int:
 
 
 @contextmanager
-def jobs(count: int) -> Iterator[None]:
-    """Run :func:`run_tasks` on up to ``count`` processes inside the block (1: in this one)."""
+def jobs(count: int | None) -> Iterator[None]:
+    """Run :func:`run_tasks` on up to ``count`` processes inside the block (1: in this one;
+    None: one per usable core, the CLI's default for ``--jobs``)."""
     global _jobs
+    if count is None:
+        count = usable_cores()
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"jobs: must be an integer >= 1, got {count!r}")
     before, _jobs = _jobs, count

@@ -3,6 +3,8 @@ the start-up transient is found in the run itself, and the rule runs past it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,17 @@ from simcore.sim import PrecisionRule, SimulationConfig, simulate_to_precision
 from simcore.sim.precision import stopping_note
 from simcore.sim.settling import BATCH, mser_truncation, settling_of
 from simcore.trace.io import load_trace
+
+# heterogeneous.py (b): three fast workers behind a 10 Gbit/s cap on a 25 Gbit/s link start
+# bunched and stay so for hundreds of steps.
+CAPPED = SimulationConfig(
+    workers=3,
+    bandwidth_bps=25e9,
+    mode="async",
+    sharing="ps",
+    speed_factors=(50.0,) * 3,
+    flow_cap_bps=10e9,
+)
 
 
 def _durations(transient_steps: int, steps: int, seed: int = 1) -> np.ndarray:
@@ -59,18 +72,9 @@ def test_a_run_too_short_to_see_the_end_is_at_the_limit() -> None:
 
 
 def test_the_rule_runs_past_a_transient_the_pilot_hides() -> None:
-    """heterogeneous.py (b): three fast workers behind a 10 Gbit/s cap on a 25 Gbit/s link
-    start bunched and stay so for hundreds of steps. With the pilot's warm-up alone the rule
-    stopped at 1089 examples/s +-0.5%; a 3000-step run that leaves out 1500 gives 1272."""
-    config = SimulationConfig(
-        workers=3,
-        bandwidth_bps=25e9,
-        mode="async",
-        sharing="ps",
-        speed_factors=(50.0,) * 3,
-        flow_cap_bps=10e9,
-    )
-    result = simulate_to_precision(load_trace("resnet18-b32"), config, PrecisionRule())
+    """CAPPED: with the pilot's warm-up alone the rule stopped at 1089 examples/s +-0.5%; a
+    3000-step run that leaves out 1500 gives 1272."""
+    result = simulate_to_precision(load_trace("resnet18-b32"), CAPPED, PrecisionRule())
     s = result.stopping
     assert s is not None and s.rounds >= 2
     assert result.config.warmup_steps >= 150  # past the bunched start
@@ -81,15 +85,7 @@ def test_the_rule_runs_past_a_transient_the_pilot_hides() -> None:
 
 
 def test_a_warmup_the_user_gives_is_kept() -> None:
-    config = SimulationConfig(
-        workers=3,
-        bandwidth_bps=25e9,
-        mode="async",
-        sharing="ps",
-        speed_factors=(50.0,) * 3,
-        flow_cap_bps=10e9,
-        replications=1,
-    )
+    config = dataclasses.replace(CAPPED, replications=1)
     rule = PrecisionRule(warmup_steps=10, max_steps=100, pilot_steps=100)
     result = simulate_to_precision(load_trace("resnet18-b32"), config, rule)
     assert result.config.warmup_steps == 10 and result.stopping is not None

@@ -25,7 +25,7 @@ import numpy as np
 
 from simcore.cli.option_names import user_message
 from simcore.errors import SgdsimError
-from simcore.parallel import jobs, usable_cores
+from simcore.parallel import jobs
 
 # Subcommand modules in help order. Heavy imports (torch) happen inside handlers, not here.
 COMMAND_MODULES = (
@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
         with np.errstate(over="raise", invalid="raise", divide="raise"), warnings.catch_warnings():
             if args.command not in TORCH_COMMANDS:  # torch's own warnings are not ours to judge
                 warnings.simplefilter("error", RuntimeWarning)  # numpy's "mean of empty slice"
-            with jobs(getattr(args, "jobs", None) or usable_cores()):  # --jobs
+            with jobs(getattr(args, "jobs", None)):  # --jobs; default: every usable core
                 code: int = args.handler(args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed inside main
     except SgdsimError as err:  # in the user's words: options, not library parameter names

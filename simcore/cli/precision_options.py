@@ -15,16 +15,15 @@ from typing import Any
 
 from simcore.errors import ConfigError
 from simcore.parallel import usable_cores
-from simcore.sim import SimulationConfig, SimulationResult
+from simcore.sim import SimulationResult
 from simcore.sim.precision import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PRECISION,
     PrecisionRule,
     default_warmup_steps,
-    simulate_sized,
+    precision_text,
     stopping_note,
 )
-from simcore.trace.model import Trace
 
 # argparse formats help texts with %: a literal percent sign is written %%
 PRECISION_HELP = (
@@ -66,12 +65,6 @@ def _jobs_count(text: str) -> int:
     return value
 
 
-def jobs_option(args: argparse.Namespace) -> int:
-    """The processes ``--jobs`` asks for (default: the usable cores)."""
-    given: int | None = getattr(args, "jobs", None)
-    return usable_cores() if given is None else given
-
-
 def parse_precision(text: str, name: str = "--precision") -> float:
     """``1%``, ``0.5%`` or a fraction ``0.01`` as a fraction in (0, 1); ConfigError naming it."""
     body = text.strip()
@@ -98,17 +91,17 @@ def precision_rule(
     An explicit ``--warmup`` is kept for every run of the rule. ``--precision`` or
     ``--max-steps`` together with ``--steps`` is a contradiction (ConfigError naming both).
     """
-    precision_text = getattr(args, "precision", None)
+    precision_given = getattr(args, "precision", None)
     max_steps = getattr(args, "max_steps", None)
     if args.steps is not None:
-        for option, given in (("--precision", precision_text), ("--max-steps", max_steps)):
+        for option, given in (("--precision", precision_given), ("--max-steps", max_steps)):
             if given is not None:
                 raise ConfigError(
                     f"{option} {given} --steps {args.steps}: --steps fixes the length and turns "
                     f"the stopping rule off; give one of them"
                 )
         return None
-    target = DEFAULT_PRECISION if precision_text is None else parse_precision(precision_text)
+    target = DEFAULT_PRECISION if precision_given is None else parse_precision(precision_given)
     cap = DEFAULT_MAX_STEPS if max_steps is None else max_steps
     if isinstance(cap, int) and cap < 2:
         raise ConfigError(f"--max-steps: must be an integer >= 2, got {cap}")
@@ -146,16 +139,6 @@ def first_length(
     return steps, rule.warmup_for(steps, workers, mode)
 
 
-def run_simulation(
-    traces: Trace | Sequence[Trace],
-    config: SimulationConfig,
-    rule: PrecisionRule | None,
-    progress: Callable[[int, int], None] | None = None,
-) -> SimulationResult:
-    """``config`` as it is (fixed length), or sized by ``rule``."""
-    return simulate_sized(traces, config, rule, progress=progress)
-
-
 def length_text(result: SimulationResult) -> str:
     """``340 steps (34 warm-up)``, with how the rule chose them: ``CI +-0.8% (target 1%),
     2 runs``."""
@@ -163,7 +146,7 @@ def length_text(result: SimulationResult) -> str:
     text = f"{c.steps} steps ({c.warmup_steps} warm-up)"
     s = result.stopping
     if s is not None:
-        got = "no CI" if not math.isfinite(s.precision) else f"+-{100 * s.precision:.2g}%"
+        got = precision_text(s.precision)
         runs = f", {s.rounds} runs" if s.rounds > 1 else ""
         text += f", CI {got} (target {100 * s.target:.2g}%{runs})"
     return text

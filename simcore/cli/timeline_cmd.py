@@ -37,7 +37,6 @@ from simcore.cli.precision_options import (
     implied_mode,
     length_text,
     precision_rule,
-    run_simulation,
 )
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
 from simcore.errors import ConfigError
@@ -53,7 +52,7 @@ from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, se
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, MODES
-from simcore.sim.precision import PrecisionRule, stopping_note
+from simcore.sim.precision import PrecisionRule, simulate_sized, stopping_note
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
@@ -175,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     ops = len(trace.ops)
     check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
     validate(trace, config)
-    result = run_simulation(trace, config, rule)
+    result = simulate_sized(trace, config, rule)
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
     if window is None and time_s is None:
         window = _middle_window(result.config.steps)

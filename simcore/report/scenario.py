@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,13 @@ from simcore.cli.option_names import user_message
 from simcore.cli.precision_options import (
     add_precision_options,
     first_length,
-    jobs_option,
     notes,
     precision_rule,
     rule_text,
-    run_simulation,
 )
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import atomic_output, refuse_existing
-from simcore.parallel import jobs, usable_cores
+from simcore.parallel import jobs
 from simcore.report.table import Table, tables_csv_text
 from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult, simulate_many
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
@@ -59,7 +57,7 @@ def scenario_parser(
     """The standard scenario command line; a scenario adds its own options to the result.
 
     With ``precision`` every simulation runs until its CI is within ``--precision`` (the
-    stopping rule, :func:`simulate_point`) unless ``--steps`` fixes the length, and ``--warmup``
+    stopping rule, :func:`simulate_points`) unless ``--steps`` fixes the length, and ``--warmup``
     defaults to a share of each run; without it, ``steps`` and ``warmup`` are the defaults of
     ``--steps`` and ``--warmup`` (required then).
 
@@ -185,13 +183,6 @@ def scenario_rule(args: argparse.Namespace) -> PrecisionRule | None:
     return precision_rule(args)
 
 
-def simulate_point(
-    trace: Trace | Sequence[Trace], config: SimulationConfig, args: argparse.Namespace
-) -> SimulationResult:
-    """One simulation of a scenario: sized by the stopping rule, or ``config`` as it is."""
-    return run_simulation(trace, config, scenario_rule(args))
-
-
 def simulate_points(
     trace: Trace | Sequence[Trace],
     configs: Sequence[SimulationConfig],
@@ -230,6 +221,12 @@ def precision_notes(results: Sequence[SimulationResult], prefix: str) -> str:
         f"note: {prefix}: W = {workers} stopped short of the {target:g}% target (their CIs are "
         f"in the table); the widest, W = {widest.config.workers}: {stopping_note(widest)}"
     )
+
+
+def grouped_precision_notes(groups: Iterable[tuple[Sequence[SimulationResult], str]]) -> str:
+    """:func:`precision_notes` of each ``(results, label)`` group, those with notes one after
+    the other ('' if none)."""
+    return "\n".join(text for results, label in groups if (text := precision_notes(results, label)))
 
 
 class ScenarioOutput:
@@ -291,7 +288,7 @@ def run_scenario(
     input), as from ``sgdsim`` itself; what argparse refuses exits 2 before ``body`` runs.
     Simulations run on the processes ``args.jobs`` (``--jobs``) allows, default all cores."""
     try:
-        with jobs(jobs_option(args) if args is not None else usable_cores()):
+        with jobs(getattr(args, "jobs", None)):  # --jobs; default: every usable core
             body()
     except SgdsimError as err:
         print(f"{name}: error: {user_message(str(err))}", file=sys.stderr)

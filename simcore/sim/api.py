@@ -181,8 +181,6 @@ def _replicate(run: _Replication, progress: ProgressCallback | None) -> RunRecor
         get_sharing_policy(config.policy_name),
         run.seed,
         progress,
-        0,
-        config.workers * config.steps,
     )
     return engine.run()
 

@@ -101,8 +101,6 @@ class Engine:
         policy: SharingPolicy,
         seed: np.random.SeedSequence,
         progress: ProgressCallback | None = None,
-        progress_offset: int = 0,
-        progress_total: int = 0,
     ) -> None:
         self.config = config
         self.env = simpy.Environment()
@@ -139,14 +137,12 @@ class Engine:
         self._window_end: tuple[float, list[LinkCounters]] | None = None
         self._barrier: simpy.Event | None = None
         self._pending = 0
-        self.progress = progress
-        self._progress_offset = progress_offset
-        self._progress_total = progress_total
+        self.progress = progress  # progress(worker-steps done, of this run's)
         self._steps_done = 0
         # 1% of the run, but at least every CHECKPOINT_STEPS worker-steps, so that the progress
         # of a long run moves (and its rate and time left are known) within seconds.
-        total = config.workers * config.steps
-        self._progress_every = max(1, min(total // 100, CHECKPOINT_STEPS))
+        self._progress_total = config.workers * config.steps
+        self._progress_every = max(1, min(self._progress_total // 100, CHECKPOINT_STEPS))
 
     # ----------------------------------------------------------------- construction
     def _caps(self) -> list[float]:
@@ -484,7 +480,7 @@ class Engine:
         """
         gc.collect(1)
         if self.progress is not None:
-            self.progress(self._progress_offset + self._steps_done, self._progress_total)
+            self.progress(self._steps_done, self._progress_total)
 
     def _moments(self, w: int, x: float) -> None:
         m = self.moments[w]

@@ -128,11 +128,16 @@ def replication_phases(
     return ReplicationPhases(replication, steps_per_s, pairs)
 
 
+def step_durations(step_ends: np.ndarray) -> np.ndarray:
+    """Step times (s) from step end times along the last axis, the first step from 0."""
+    return np.diff(step_ends, axis=-1, prepend=0.0)
+
+
 def step_time_quantiles(
     step_ends: list[np.ndarray], warmup: int, quantiles: tuple[float, ...]
 ) -> tuple[float, ...]:
     """Quantiles (s) of one worker's post-warm-up step times, pooled over replications."""
-    times = np.concatenate([np.diff(np.concatenate(([0.0], e)))[warmup:] for e in step_ends])
+    times = np.concatenate([step_durations(e)[warmup:] for e in step_ends])
     if times.size == 0:
         return tuple(math.nan for _ in quantiles)
     return tuple(float(q) for q in np.quantile(times, quantiles))

@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_PRECISION",
     "PrecisionRule",
     "default_warmup_steps",
+    "precision_text",
     "relative_precision",
     "seed_disagreement",
     "simulate_many",
@@ -257,9 +258,8 @@ def _past_transient(
         measured = steps - sized.warmup_steps
         _, planned = _next(rule, steps, history, config)  # what the CI alone would ask for
         longer = max(floor + measured, planned, math.ceil(GROWTH * steps))
+    # Longer than this run: steps < max_steps here, and both lengths above exceed steps.
     longer = min(longer, rule.max_steps)
-    if floor >= longer // 2 + 1 and longer <= steps:
-        return "unsettled", steps, 0
     return "", longer, min(floor, longer // 2)
 
 
@@ -444,13 +444,18 @@ def stopping_note(result: SimulationResult) -> str:
     return stopping_text(result.stopping, result.examples_spread)
 
 
+def precision_text(precision: float) -> str:
+    """A precision reached, as printed: ``+-0.63%``, or ``no CI``."""
+    return "no CI" if not math.isfinite(precision) else f"+-{100 * precision:.2g}%"
+
+
 def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str:
     """:func:`stopping_note` from the record and the (min, max) examples/s over seeds."""
     if s.reached:
         return ""
     if s.reason == "unsettled":
         return _unsettled_text(s)
-    got = "no CI" if not math.isfinite(s.precision) else f"+-{100 * s.precision:.2g}%"
+    got = precision_text(s.precision)
     head = f"precision {got} (target {100 * s.target:.2g}%) after {s.steps} steps/worker"
     accept = f"or accept it with --precision {_percent_up(s.precision)}"
     seeds = s.seeds
@@ -489,7 +494,7 @@ def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str
 
 def _unsettled_text(s: Stopping) -> str:
     """The note of a run whose warm-up ended inside its start-up transient."""
-    got = "no CI" if not math.isfinite(s.precision) else f"+-{100 * s.precision:.2g}%"
+    got = precision_text(s.precision)
     end, shift = s.transient if s.transient is not None else (s.warmup, 0.0)
     warmup = max(100, math.ceil(SETTLE_MARGIN * end / 100) * 100)
     steps = max(2 * s.steps, 2 * warmup)

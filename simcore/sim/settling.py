@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simcore.sim.phases import step_durations
+
 __all__ = [
     "BATCH",
     "LIMIT_SHARE",
@@ -52,14 +54,12 @@ class Settling:
     ``at_limit``: the cut lies at the end of what MSER may cut (``LIMIT_SHARE`` of the run or
     later) in most replications: the run is too short to show the transient's end;
     ``shift``: the relative difference of the mean step time after the run's warm-up from the
-    mean after the cut (> 0: the warm-up left slower steps in, so throughput reads low);
-    ``run_steps``: the run's length, steps per worker.
+    mean after the cut (> 0: the warm-up left slower steps in, so throughput reads low).
     """
 
     steps: int
     at_limit: bool
     shift: float
-    run_steps: int
     # how many standard errors the batches between the warm-up and the cut lie from those after
     # it (pooled over replications; 0 with too few batches on either side): noise alone gives
     # a few (MSER picks its cut where the rest looks quiet), a real transient far more
@@ -74,11 +74,10 @@ class Settling:
 def mser_truncation(durations: Sequence[float] | np.ndarray, batch: int = BATCH) -> int:
     """The MSER-``batch`` cut of a series of step durations, in steps from its start (a
     multiple of ``batch``; 0 for a series of fewer than two batches)."""
-    values = np.asarray(durations, dtype=float)
-    m = len(values) // batch
+    z = _batch_means(np.asarray(durations, dtype=float), batch)
+    m = len(z)
     if m < 2:
         return 0
-    z = values[: m * batch].reshape(m, batch).mean(axis=1)
     # var(z[d:]) / (m - d) for d = 0 .. m // 2, from suffix sums (one pass, no loop in Python)
     count = np.arange(m, 0, -1, dtype=float)  # m - d
     suffix = np.cumsum(z[::-1])[::-1]
@@ -99,26 +98,30 @@ def settling_of(step_ends: Sequence[np.ndarray], warmup: int) -> Settling:
     settled: list[np.ndarray] = []  # ... and after the cut
     steps = 0
     for ends in step_ends:
-        ends = np.asarray(ends, dtype=float)
-        steps = ends.shape[1]
-        starts = np.concatenate([np.zeros((ends.shape[0], 1)), ends[:, :-1]], axis=1)
-        durations = (ends - starts).mean(axis=0)
+        durations = step_durations(np.asarray(ends, dtype=float)).mean(axis=0)
+        steps = len(durations)
         cut = mser_truncation(durations)
         cuts.append(cut)
         after_warmup.append(float(durations[min(warmup, steps - 1) :].mean()))
         after_cut.append(float(durations[min(cut, steps - 1) :].mean()))
         first = -(-warmup // BATCH)  # the first batch wholly after the warm-up
-        m = len(durations) // BATCH
-        z = durations[: m * BATCH].reshape(m, BATCH).mean(axis=1)
-        if cut // BATCH - first >= MIN_BATCHES and m - cut // BATCH >= MIN_BATCHES:
+        z = _batch_means(durations, BATCH)
+        if cut // BATCH - first >= MIN_BATCHES and len(z) - cut // BATCH >= MIN_BATCHES:
             transient.append(z[first : cut // BATCH])
             settled.append(z[cut // BATCH :])
     if not cuts:
-        return Settling(0, False, 0.0, 0)
+        return Settling(0, False, 0.0)
     at_limit = sum(cut >= LIMIT_SHARE * steps for cut in cuts) > len(cuts) / 2
     reference = float(np.mean(after_cut))
     shift = float(np.mean(after_warmup)) / reference - 1.0 if reference > 0 else 0.0
-    return Settling(int(np.median(cuts)), at_limit, shift, steps, _t_score(transient, settled))
+    return Settling(int(np.median(cuts)), at_limit, shift, _t_score(transient, settled))
+
+
+def _batch_means(values: np.ndarray, batch: int) -> np.ndarray:
+    """Means of consecutive batches of ``batch`` values (an incomplete last one left out)."""
+    m = len(values) // batch
+    means: np.ndarray = values[: m * batch].reshape(m, batch).mean(axis=1)
+    return means
 
 
 def _t_score(transient: list[np.ndarray], settled: list[np.ndarray]) -> float:
