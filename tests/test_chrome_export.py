@@ -165,6 +165,30 @@ def test_ring_allreduce_updates_stay_with_the_worker() -> None:
     check_format(chrome_trace(spans))
 
 
+def test_a_pipelined_rings_messages_latencies_and_work_belong_to_their_layer() -> None:
+    trace = tiny()
+    result = run(
+        trace,
+        workers=3,
+        arch="allreduce",
+        mode="sync",
+        latency_s=1e-4,
+        parse_alpha_s_per_byte=1e-8,
+        parse_placement="pipelined",
+    )
+    assert result.timeline is not None
+    spans = simulated_spans(result.timeline, arch="allreduce", trace=trace)
+    messages = [s for s in spans if s.category == "allreduce"]
+    # 2(K-1) = 4 messages per layer, step and worker, each named for its layer.
+    assert len(messages) == 4 * 2 * 3 * len({s.args["step"] for s in messages})
+    assert {s.args["layer"] for s in messages} == {"l0", "l1"}
+    # Every latency (and join) strip goes with the ring's link, the work on the comm thread.
+    assert {s.args["link"] for s in spans if s.category == "latency"} == {"allreduce"}
+    assert {s.resource for s in spans if s.category == "parse"} == {"comm"}
+    assert all("layer" in s.args for s in spans if s.category in ("parse", "latency"))
+    check_format(chrome_trace(spans))
+
+
 def test_overlapping_spans_on_one_thread_go_to_extra_lanes() -> None:
     spans = [
         TimelineSpan("worker 0", "latency", "a", "latency", 0.0, 2e-3),

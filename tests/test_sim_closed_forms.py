@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.trace.build import synthetic_trace
 from simcore.trace.model import Trace
@@ -65,15 +66,24 @@ def test_ring_allreduce_is_eq11(k: int) -> None:
     assert result.config.policy_name == "allreduce"
 
 
+@pytest.mark.parametrize("placement", ["after", "pipelined"])
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
-def test_ring_allreduce_pays_its_latency_per_hop(k: int) -> None:
+def test_ring_allreduce_pays_its_latency_per_hop(k: int, placement: str) -> None:
     # alpha-beta cost of a ring: each layer's AllReduce sends 2(K-1) chunks one after another,
     # each paying the latency, and the next layer's AllReduce waits for it (strict phases: the
-    # three AllReduces run back to back after the backward pass).
+    # three AllReduces run back to back after the backward pass). Pipelined or not, without CPU
+    # work: its messages carry one latency each, and the next waits for the last.
     latency = 2e-4
     trace = synthetic_trace(FWD, BWD, SIZES, update_s=0.0, overlap=False)
     step = T_C + 2 * (k - 1) * M_BITS / (k * B) + len(SIZES) * 2 * (k - 1) * latency
-    result = run(trace, workers=k, mode="sync", arch="allreduce", latency_s=latency)
+    result = run(
+        trace,
+        workers=k,
+        mode="sync",
+        arch="allreduce",
+        latency_s=latency,
+        parse_placement=placement,
+    )
     assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
 
 
@@ -284,3 +294,80 @@ def test_parsing_overhead_and_latency_lengthen_each_transfer() -> None:
     per_transfer = 8 * size / B + latency + alpha * size + beta
     step = 2 * per_transfer + 0.030 + 0.001
     assert result.steps_per_s.value == pytest.approx(1 / step, rel=REL)
+
+
+RING_ALPHA = 2e-8  # s of CPU work per byte of the layer
+
+
+def ring_of_two(trace: Trace, placement: str, alpha: float = RING_ALPHA, **kw: object) -> float:
+    """Steps per second of two ranks all-reducing ``trace`` with ``alpha`` s of work per byte."""
+    result = run(
+        trace,
+        workers=2,
+        mode="sync",
+        arch="allreduce",
+        parse_alpha_s_per_byte=alpha,
+        parse_placement=placement,
+        **kw,
+    )
+    return result.steps_per_s.value
+
+
+@pytest.mark.parametrize("alpha", [4e-9, RING_ALPHA])  # the work shorter / longer than the bytes
+def test_a_pipelined_rings_work_follows_each_message(alpha: float) -> None:
+    # One layer, two ranks with a host each: after backward (30 ms) the all-reduce sends
+    # 2(k-1)/k = 1 times the layer's bytes (T) as 2(k-1) = 2 messages of T/2, and the rank's CPU
+    # work alpha * bytes (P) is done after the transfer ("after"), or half of it on each
+    # message once it has arrived while the next one moves ("pipelined"): the second half
+    # starts when both the second message and the first half are done.
+    size = 1_000_000
+    trace = synthetic_trace([0.010], [0.020], [size])
+    t, p = 8 * size / B, alpha * size
+    pipelined = max(t, t / 2 + p / 2) + p / 2
+    for placement, step in (("after", t + p), ("pipelined", pipelined)):
+        assert ring_of_two(trace, placement, alpha) == pytest.approx(2 / (0.030 + step), rel=REL)
+
+
+def test_a_pipelined_rings_work_shares_the_hosts_cores() -> None:
+    # Both ranks on one host of one core (each rank's computation wants one core): their
+    # forward and backward run side by side at half speed (60 ms); then each half of a rank's
+    # work (P/2 alone) shares the core with the other rank's and takes P. T = 8 ms, P = 20 ms:
+    # the first halves end at T/2 + P, the second at T/2 + 2P ("after": T + 2P).
+    size = 1_000_000
+    trace = synthetic_trace([0.010], [0.020], [size])
+    t, p = 8 * size / B, RING_ALPHA * size
+    one_core = {"colocated_workers": 2, "host_cpu_cores": 1.0, "worker_cpu_cores": 1.0}
+    for placement, step in (("after", t + 2 * p), ("pipelined", t / 2 + 2 * p)):
+        steps_per_s = ring_of_two(trace, placement, shared_nic=False, **one_core)
+        assert steps_per_s == pytest.approx(2 / (0.060 + step), rel=REL)
+
+
+def test_a_pipelined_rings_next_all_reduce_waits_for_the_last_ones_work() -> None:
+    # Two layers, strict phases: both all-reduces are ready when backward ends (60 ms). Each
+    # is 2 messages of T/2 with work P/2 after each; the second all-reduce starts when the
+    # first has completed, its work included (one collective at a time).
+    size = 1_000_000
+    trace = synthetic_trace([0.010, 0.010], [0.020, 0.020], [size, size], overlap=False)
+    t, p = 8 * size / B, RING_ALPHA * size
+    one = t / 2 + p  # P > T: each all-reduce ends with its work
+    assert ring_of_two(trace, "pipelined") == pytest.approx(2 / (0.060 + 2 * one), rel=REL)
+
+
+def test_parse_placement_is_checked() -> None:
+    trace = synthetic_trace([0.010], [0.020], [1000])
+    with pytest.raises(ConfigError, match=r"^parse_placement: 'before' is not one of after"):
+        run(trace, arch="allreduce", mode="sync", parse_placement="before")
+    with pytest.raises(ConfigError, match=r"^parse_placement: 'pipelined' is for ring AllReduce"):
+        run(trace, parse_placement="pipelined")
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_a_pipelined_ring_without_work_is_the_ring(k: int) -> None:
+    # Per-layer overlap, a latency per message: with no CPU work the pipelined ring's messages
+    # and its one-collective-at-a-time chain are exactly the ring's held connection.
+    trace = synthetic_trace(FWD, BWD, SIZES, update_s=0.001)
+    runs = [
+        run(trace, workers=k, mode="sync", arch="allreduce", latency_s=3e-4, parse_placement=p)
+        for p in ("after", "pipelined")
+    ]
+    assert runs[1].steps_per_s.value == pytest.approx(runs[0].steps_per_s.value, rel=REL)

@@ -33,6 +33,7 @@ OPTION_OF: dict[str, str] = {
     "window_bytes": "--http2-window",
     "parse_alpha_s_per_byte": "--parse-alpha",
     "parse_beta_s": "--parse-beta",
+    "parse_placement": "--parse-placement",
     "latency_s": "--latency",
     "servers": "--servers",
     "placement": "--placement",

@@ -59,7 +59,15 @@ from simcore.link_settings import LinkSettings
 from simcore.parallel import Interrupted, current_jobs, jobs
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
-from simcore.sim.config import ARCHS, CAP_MODES, HYBRID, JITTERS, MODES, OVERLAPS
+from simcore.sim.config import (
+    ARCHS,
+    CAP_MODES,
+    HYBRID,
+    JITTERS,
+    MODES,
+    OVERLAPS,
+    PARSE_PLACEMENTS,
+)
 from simcore.sim.precision import PrecisionRule, simulate_many, worker_steps
 from simcore.sim.preflight import MEMORY_FRACTION, check_memory
 from simcore.sim.results import timeline_to_dict
@@ -164,6 +172,14 @@ def register(subparsers: Any) -> None:
         "at most 1s/B)",
     )
     p.add_argument("--parse-beta", default="0s", help="parsing overhead per transfer, e.g. 50us")
+    p.add_argument(
+        "--parse-placement",
+        choices=PARSE_PLACEMENTS,
+        default="after",
+        help="where the parsing work runs: after each transfer on the worker's computation "
+        "(default), or, for --arch allreduce, pipelined with each all-reduce's 2(W-1) messages "
+        "on a communication thread sharing the host's cores (SEMANTICS.md)",
+    )
     p.add_argument(
         "--latency", help="latency per transfer, e.g. 100us (default: --network's, else 0)"
     )
@@ -332,6 +348,7 @@ def build_config(
         window_bytes=parse_size(window, name=window_option),
         parse_alpha_s_per_byte=parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
+        parse_placement=args.parse_placement,
         servers=args.servers,
         placement=_placement(args.placement),
         worker_bandwidth_bps=None

@@ -77,7 +77,7 @@ class TimelineSpan:
 def display_kind(op: str, kind: str) -> str:
     """The kind a timeline shows: the simulator's ``parse``, ``latency`` and intra-host ops are
     told apart by their id."""
-    if op.startswith("latency:"):
+    if op.startswith(("latency:", "join:")):  # a pipelined ring's join: an instant, with them
         return LATENCY
     if op.startswith("parse:"):
         return PARSE
@@ -291,11 +291,14 @@ def _place(worker: int, slot: str, arch: str) -> tuple[str, str]:
 
 
 def _base_op(op_id: str) -> str:
-    """The op a parsing or latency op belongs to: ``latency:pull:fc`` -> ``pull:fc``."""
-    for prefix in ("latency:", "parse:"):
+    """The op a parsing, latency or join op, or a pipelined ring's message, belongs to:
+    ``latency:pull:fc`` -> ``pull:fc``, ``parse:push:fc#3`` -> ``push:fc``."""
+    for prefix in ("latency:", "parse:", "join:"):
         if op_id.startswith(prefix):
-            return op_id[len(prefix) :]
-    return op_id
+            op_id = op_id[len(prefix) :]
+            break
+    head, sep, tail = op_id.rpartition("#")
+    return head if sep and tail.isdigit() else op_id
 
 
 def _layers(trace: Trace | Sequence[Trace] | None) -> dict[str, str]:

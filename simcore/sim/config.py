@@ -25,6 +25,7 @@ CAP_MODES = ("clip", "maxmin")
 JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
 OVERLAPS = ("layerwise", "none")
+PARSE_PLACEMENTS = ("after", "pipelined")
 HYBRID = "hybrid"
 MAX_SERVERS = 1024  # parameter servers; far more than layers of real models, and quick to place
 
@@ -75,6 +76,11 @@ class SimulationConfig:
     window_bytes : HTTP/2 flow-control window WIN in bytes.
     parse_alpha_s_per_byte, parse_beta_s : receiver-side parsing op ``alpha * bytes + beta``
         after each transfer (ICPE'20 3.2.1); 0 and 0 = none.
+    parse_placement : where that op runs. ``"after"``: after its transfer, on the worker's
+        computation (the paper's). ``"pipelined"`` (ring AllReduce only): each all-reduce as
+        its 2(K-1) messages, the work on each message done once it has arrived, while the next
+        moves, by a communication thread of the worker's own that shares the host's cores with
+        the computation (``host_cpu_cores``); collectives one at a time. See SEMANTICS.md.
     latency_s : network latency added to each transfer (not occupying the link).
     servers : number of parameter servers M.
     placement : how layers map to servers: ``"greedy"`` (smallest load in bytes first, as
@@ -156,6 +162,7 @@ class SimulationConfig:
     window_bytes: int = 65536
     parse_alpha_s_per_byte: float = 0.0
     parse_beta_s: float = 0.0
+    parse_placement: str = "after"
     latency_s: float = 0.0
     servers: int = 1
     placement: str | Mapping[str, int] = "greedy"
@@ -311,6 +318,12 @@ def _validate(config: SimulationConfig) -> None:
     _one_of("cap_mode", config.cap_mode, CAP_MODES)
     _one_of("jitter", config.jitter, JITTERS)
     _one_of("overlap", config.overlap, OVERLAPS)
+    _one_of("parse_placement", config.parse_placement, PARSE_PLACEMENTS)
+    if config.parse_placement == "pipelined" and config.arch != "allreduce":
+        raise ConfigError(
+            f"parse_placement: 'pipelined' is for ring AllReduce (arch='allreduce'), not "
+            f"arch={config.arch!r}"
+        )
     if config.policy_name not in [*sharing_policy_names(), HYBRID]:
         raise ConfigError(
             f"sharing: unknown policy {config.policy_name!r}; registered: "

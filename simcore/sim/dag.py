@@ -19,6 +19,13 @@ Transforms (in this order), all expressed as changes of the step DAG:
 - **parsing overhead** (ICPE'20 3.2.1): a receiver-side op ``parse:<id>`` of
   ``alpha * bytes + beta`` seconds after each transfer, on the worker's compute for pulls (and
   AllReduce) and on the server's compute for pushes; the transfer's dependents wait for it;
+- **pipelined ring AllReduce** (``parse_placement="pipelined"``, K > 1): each all-reduce is its
+  2(K-1) messages in sequence (the first keeps the op's id, then ``<id>#1`` ...), each 1/K of
+  the layer's bytes followed by a ``latency:<id>#j`` op, and each message's share of the
+  parsing op (``parse:<id>#j``) runs once it has arrived, on the worker's ``comm`` resource (its
+  communication thread, one op at a time, sharing the host's cores with the computation)
+  while the next message moves; a zero-time ``join:<id>`` waits for the last message and the
+  last work, and the worker's next all-reduce waits for it (one collective at a time);
 - **hosts of G devices** (``devices_per_host``, TPDS'22 4.4): before each push (or ring
   AllReduce) an ``intra-reduce:<id>`` op, after each pull (or ring AllReduce, and after its
   latency and parsing) an ``intra-broadcast:<id>`` op, each (G-1)/G of the layer's bytes over the
@@ -42,6 +49,7 @@ from simcore.sim.config import SimulationConfig
 from simcore.trace.model import Op, OpKind, Resource, Trace
 
 DELAY = "latency"  # the pseudo-resource of latency ops: unlimited, nothing queues there
+COMM = "comm"  # a worker's communication thread: its CPU work beside the transfers (one at a time)
 INTRA = "intra"  # a host's link between its devices: one intra-host transfer at a time
 INTRA_REDUCE = "intra-reduce"
 INTRA_BROADCAST = "intra-broadcast"
@@ -283,6 +291,8 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
     nodes: list[_Node] = []
     alias: dict[str, str] = {}
     parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
+    pipelined = ring and k > 1 and config.parse_placement == "pipelined"
+    previous: str | None = None  # the worker's last pipelined all-reduce so far
     for col, op in enumerate(trace.ops):
         if op.id in dropped:
             continue
@@ -301,6 +311,17 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             # No server: the worker applies the update itself, on its own device, in turn with
             # its computation (as the distributed runner does after each AllReduce).
             resource, server = Resource.WORKER.value, 0
+        if pipelined and op.resource is Resource.UPLINK:
+            if previous is not None:
+                deps = [*deps, previous]  # collectives one at a time, in the order issued
+            work_s = config.parse_alpha_s_per_byte * (op.nbytes or 0) + config.parse_beta_s
+            nodes.extend(_ring_messages(op, col, server, bits, deps, work_s, config))
+            last = previous = nodes[-1].op_id
+            if intra is not None:
+                nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
+                last = nodes[-1].op_id
+            alias[op.id] = last
+            continue
         nodes.append(_Node(op.id, op.kind.value, resource, server, bits, col, 0.0, deps))
         if not op.is_communication:
             continue
@@ -334,6 +355,60 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             last = nodes[-1].op_id
         alias[op.id] = last
     return nodes, alias
+
+
+def _ring_messages(
+    op: Op,
+    col: int,
+    server: int,
+    bits: float,
+    deps: list[str],
+    work_s: float,
+    config: SimulationConfig,
+) -> list[_Node]:
+    """A pipelined ring all-reduce of ``op`` (``bits`` in all) as its 2(K-1) messages, each
+    followed by its latency and its share of ``work_s`` on the worker's ``comm`` resource, and
+    a ``join:<id>`` that completes when the last message has arrived and the last work is done.
+
+    The work on a message can only start once it has arrived, and runs while the next one
+    moves, as a ring implementation reduces one chunk while it receives the next: the work
+    keeps pace with the bytes when the CPU has room and falls behind them when it has not,
+    and the all-reduce then ends with its work rather than with its bytes.
+    """
+    n = 2 * (config.workers - 1)
+    nodes: list[_Node] = []
+    after = deps  # the first message's: trace names, which _compile resolves
+    work = ""
+    for j in range(n):
+        message = op.id if j == 0 else f"{op.id}#{j}"
+        source = col if j == 0 else -1
+        nodes.append(
+            _Node(message, op.kind.value, op.resource.value, server, bits / n, source, 0.0, after)
+        )
+        arrived = message
+        if config.latency_s > 0:
+            nodes.append(
+                _Node(
+                    f"latency:{op.id}#{j}",
+                    OpKind.OTHER.value,
+                    DELAY,
+                    0,
+                    0.0,
+                    -1,
+                    config.latency_s,
+                    [message],
+                )
+            )
+            arrived = nodes[-1].op_id
+        if work_s > 0:
+            work = f"parse:{op.id}#{j}"
+            nodes.append(_Node(work, OpKind.OTHER.value, COMM, 0, 0.0, -1, work_s / n, [arrived]))
+        after = [arrived]
+    # The comm resource runs its ops one at a time in the order they arrive, so the last
+    # message's work ends after every earlier one's.
+    ends = [after[0], work] if work else after
+    nodes.append(_Node(f"join:{op.id}", OpKind.OTHER.value, DELAY, 0, 0.0, -1, 0.0, ends))
+    return nodes
 
 
 def ring_latency_s(latency_s: float, k: int) -> float:

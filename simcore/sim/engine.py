@@ -32,7 +32,7 @@ import simpy
 from simcore.errors import SgdsimError
 from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
-from simcore.sim.dag import CompiledDag, ring_latency_s
+from simcore.sim.dag import COMM, CompiledDag, ring_latency_s
 from simcore.sim.flow_weights import lognormal_weights, rescaled_weights
 from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
@@ -365,7 +365,12 @@ class Engine:
         )
         slots: list[Any] = []
         ring = self.config.arch == "allreduce"
-        hold_s = ring_latency_s(self.config.latency_s, self.config.workers) if ring else 0.0
+        # A pipelined ring's messages carry their own latency and its collectives wait for each
+        # other in the DAG; otherwise the connection stays busy for the ring's latency.
+        pipelined = self.config.parse_placement == "pipelined"
+        hold_s = 0.0
+        if ring and not pipelined:
+            hold_s = ring_latency_s(self.config.latency_s, self.config.workers)
         for i, spec in enumerate(dag.slots):
             sid = slot_offset + i
             if spec.is_network and w == self.config.server_host:
@@ -377,7 +382,9 @@ class Engine:
                 )
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))
-            elif spec.resource == Resource.WORKER.value and self.host_cpus:
+            elif spec.resource in (Resource.WORKER.value, COMM) and self.host_cpus:
+                # The computation and the communication thread (parse_placement="pipelined")
+                # share the host's cores alike.
                 cpu = self.host_cpus[self.config.host_of(w)]
                 cores = self.config.worker_cores
                 assert cores is not None  # host_cpus exist only then
