@@ -11,6 +11,8 @@ name            architecture                                   parameters    inp
 ``mlp``         784-1024-1024-10 perceptron with ReLU          1,863,690     1x28x28, 10
 ``cnn``         three conv-ReLU-maxpool stages and two fc      620,362       3x32x32, 10
 ``resnet8``     CIFAR ResNet-8 (He et al. 2016, section 4.2)   78,042        3x32x32, 10
+``transformer`` 2-block pre-norm transformer encoder, width    272,778       16x32, 10
+                128, 4 heads (Vaswani et al. 2017)
 ``resnet18``    ResNet-18 (He et al. 2016), torchvision v1.5   11,689,512    3x224x224
 ``resnet50``    ResNet-50 (He et al. 2016), torchvision v1.5   25,557,032    3x224x224
 ``vgg11``       VGG-11, configuration "A" without batch norm   132,863,336   3x224x224
@@ -18,7 +20,9 @@ name            architecture                                   parameters    inp
 ==============  =============================================  ============  ==============
 
 ``mlp`` takes MNIST-like 1x28x28 images and ``cnn`` CIFAR-10-like 3x32x32 images, both with 10
-classes; the others take ImageNet-like 3x224x224 images with 1000 classes. Inputs are given
+classes; ``transformer`` 16 tokens of 32 features (a sequence already embedded as vectors, so
+that inputs stay float tensors) with 10 classes; the others take ImageNet-like 3x224x224 images
+with 1000 classes. Inputs are given
 without the batch dimension. Every model is traceable with ``torch.fx.symbolic_trace``: forward
 passes have no data-dependent Python control flow, and parallel branches (residual additions,
 Inception's four branches joined by ``torch.cat``) are separate dataflow paths in the graph.
@@ -44,7 +48,16 @@ from typing import Any
 
 from torch import nn
 
-from profilers.zoo import GoogLeNet, SmallCNN, mlp, resnet8, resnet18, resnet50, vgg11
+from profilers.zoo import (
+    GoogLeNet,
+    SmallCNN,
+    mlp,
+    resnet8,
+    resnet18,
+    resnet50,
+    transformer,
+    vgg11,
+)
 from simcore.errors import ConfigError
 
 __all__ = [
@@ -97,6 +110,14 @@ MODELS: Mapping[str, ModelSpec] = {
             (3, 32, 32),
             10,
             78_042,
+        ),
+        _spec(
+            "transformer",
+            "transformer encoder, 2 blocks of width 128, 4 heads",
+            transformer,
+            (16, 32),
+            10,
+            272_778,
         ),
         _spec("resnet18", "ResNet-18 (He et al. 2016)", resnet18, (3, 224, 224), 1000, 11_689_512),
         _spec("resnet50", "ResNet-50 (He et al. 2016)", resnet50, (3, 224, 224), 1000, 25_557_032),

@@ -33,6 +33,13 @@ EXPECTED_PARAMS = {
     + (16 * 32 * 9 + 32 * 32 * 9 + 2 * 2 * 32 + 16 * 32 + 2 * 32)
     + (32 * 64 * 9 + 64 * 64 * 9 + 2 * 2 * 64 + 32 * 64 + 2 * 64)
     + (64 * 10 + 10),
+    # embedding and positions; per block two norms, q/k/v and output projections, feed-forward
+    "transformer": (32 * 128 + 128)
+    + 16 * 128
+    + 2
+    * (2 * 2 * 128 + (128 * 384 + 384) + (128 * 128 + 128) + (128 * 256 + 256) + (256 * 128 + 128))
+    + 2 * 128
+    + (128 * 10 + 10),
     "resnet18": 11_689_512,
     "resnet50": 25_557_032,
     "vgg11": 132_863_336,
@@ -53,7 +60,16 @@ def count_params(model: nn.Module) -> int:
 
 
 def test_registry_order_and_names() -> None:
-    assert list(MODELS) == ["mlp", "cnn", "resnet8", "resnet18", "resnet50", "vgg11", "inception"]
+    assert list(MODELS) == [
+        "mlp",
+        "cnn",
+        "resnet8",
+        "transformer",
+        "resnet18",
+        "resnet50",
+        "vgg11",
+        "inception",
+    ]
     assert all(spec.name == name for name, spec in MODELS.items())
 
 
@@ -109,6 +125,19 @@ def test_resnet8_has_a_residual_add_per_block(built: tuple[models.ModelSpec, nn.
     assert {"conv1", "layer2.0.downsample.0", "layer3.0.conv2", "fc"} <= names
 
 
+@pytest.mark.parametrize("built", ["transformer"], indirect=True)
+def test_transformer_joins_two_residuals_per_block(
+    built: tuple[models.ModelSpec, nn.Module],
+) -> None:
+    graph = torch.fx.symbolic_trace(built[1]).graph
+    adds = [n for n in graph.nodes if n.op == "call_function" and n.target is operator.add]
+    assert len(adds) == 1 + 2 * 2  # the positions, then attention and feed-forward per block
+    products = [n for n in graph.nodes if n.target is torch.matmul]
+    assert len(products) == 2 * 2  # scores and mixing, per block
+    out = built[1](torch.randn(3, *built[0].input_shape))
+    assert out.shape == (3, built[0].num_classes)
+
+
 @pytest.mark.parametrize("built", ["vgg11"], indirect=True)
 def test_vgg11_submodule_names(built: tuple[models.ModelSpec, nn.Module]) -> None:
     names = {name for name, _ in built[1].named_modules()}
@@ -138,8 +167,8 @@ def test_unknown_model_lists_available() -> None:
     with pytest.raises(ConfigError) as info:
         get_spec("alexnet")
     assert str(info.value) == (
-        "unknown model 'alexnet'; available: mlp, cnn, resnet8, resnet18, resnet50, vgg11, "
-        "inception"
+        "unknown model 'alexnet'; available: mlp, cnn, resnet8, transformer, resnet18, resnet50, "
+        "vgg11, inception"
     )
     with pytest.raises(ConfigError, match="unknown model 'alexnet'"):
         build_model("alexnet")

@@ -257,7 +257,7 @@ class NotAClassifier(nn.Module):
 @pytest.mark.parametrize(
     ("model", "kwargs", "error", "message"),
     [
-        ("nope", {}, ConfigError, "unknown model 'nope'; available: mlp, cnn, resnet8, resnet18"),
+        ("nope", {}, ConfigError, "unknown model 'nope'; available: mlp, cnn, resnet8, transf"),
         ("mlp", {"steps": 0}, ConfigError, "--steps: must be an integer >= 1, got 0"),
         ("mlp", {"batch_size": -2}, ConfigError, "--batch-size: must be an integer >= 1"),
         ("mlp", {"warmup": -1}, ConfigError, "--warmup: must be an integer >= 0"),

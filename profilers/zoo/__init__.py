@@ -3,6 +3,7 @@
 from profilers.zoo.googlenet import GoogLeNet
 from profilers.zoo.resnet import CifarResNet, ResNet, resnet8, resnet18, resnet50
 from profilers.zoo.small import SmallCNN, mlp
+from profilers.zoo.transformer import TinyTransformer, transformer
 from profilers.zoo.vgg import VGG, vgg11
 
 __all__ = [
@@ -11,9 +12,11 @@ __all__ = [
     "GoogLeNet",
     "ResNet",
     "SmallCNN",
+    "TinyTransformer",
     "mlp",
     "resnet8",
     "resnet18",
     "resnet50",
+    "transformer",
     "vgg11",
 ]
