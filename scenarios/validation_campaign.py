@@ -118,9 +118,12 @@ def finding(report: CampaignReport) -> str:
     halves = report.halves()
     held = [r for r in halves if r != report.fit_rate_bps] or halves
     errors = [e for rate in held for e in report.abs_errors(rate)]
+    # The architecture furthest off on the same points the sentence is about.
+    labels = {lab for _, _, lab in report.rows()}
     by_label = {
-        label: report.abs_errors(None, label) for label in {lab for _, _, lab in report.rows()}
+        label: [e for rate in held for e in report.abs_errors(rate, label)] for label in labels
     }
+    by_label = {label: errors for label, errors in by_label.items() if errors}
     worst = max(by_label, key=lambda lab: sum(by_label[lab]) / len(by_label[lab]))
     which = "held-out half" if report.fit_rate_bps is not None else "campaign"
     return finding_line(

@@ -136,6 +136,7 @@ def assess_campaign(
     link: LinkSettings | None = None,
     fit_rate_bps: float | None = None,
     progress: Progress | None = None,
+    ring_cpu_placement: str = "pipelined",
 ) -> CampaignReport:
     """Assess every saved validation under ``paths`` (files or folders, see
     :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one.
@@ -150,7 +151,10 @@ def assess_campaign(
     reports = []
     for k, (given, path) in enumerate(files, 1):
         say(f"assessing {k}/{len(files)}: {given}")
-        reports.append(assess(load_measurements(path), link=link, ideal=False))
+        measured = load_measurements(path)
+        reports.append(
+            assess(measured, link=link, ideal=False, ring_cpu_placement=ring_cpu_placement)
+        )
     rates = {r.link_rate_bps for r in reports}
     if fit_rate_bps is not None and fit_rate_bps not in rates:
         known = ", ".join(_rate_text(r) for r in sorted(rates, key=lambda x: x or 0))

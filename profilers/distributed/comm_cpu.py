@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from profilers.distributed.bisection import bisect_increasing
 from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig, simulate
 from simcore.trace.model import Resource, Trace
@@ -26,8 +27,6 @@ __all__ = ["CommCpuFit", "compute_s_per_step", "fit_comm_cpu", "simulated_comput
 
 FIT_STEPS = 60
 FIT_WARMUP_STEPS = 10
-RELATIVE_TOLERANCE = 1e-3  # of the measured compute per step
-MAX_BISECTIONS = 40
 
 
 @dataclass(frozen=True)
@@ -111,15 +110,4 @@ def fit_comm_cpu(alone: Trace, measured_compute_s: float, config: SimulationConf
     top = simulated(highest)
     if top <= measured_compute_s:
         return fit(highest, top)
-    low, high = 0.0, highest
-    mid, value = highest, top
-    for _ in range(MAX_BISECTIONS):
-        mid = 0.5 * (low + high)
-        value = simulated(mid)
-        if abs(value - measured_compute_s) <= RELATIVE_TOLERANCE * measured_compute_s:
-            break
-        if value < measured_compute_s:
-            low = mid
-        else:
-            high = mid
-    return fit(mid, value)
+    return fit(*bisect_increasing(simulated, measured_compute_s, 0.0, highest))

@@ -34,8 +34,10 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    (``shared_nic=False``), and concurrent transfers get the measured unequal shares. For a
    parameter server it replays the profile as it ran (each worker computes as the one worker
    did beside its own transfers); for ring AllReduce, whose one-worker run sends nothing, the
-   computation alone with the transfers' CPU work (``comm_cpu_s_per_byte``) put on the cores
-   beside it (:meth:`Predictor.replayed_trace` says why). *ideal*: the paper's replay of the
+   computation alone with the transfers' CPU work put on the cores beside it: per byte, what
+   the one-worker run's transfers cost its computation (:func:`ring_cpu_work_s_per_byte`),
+   pipelined with each all-reduce's messages (``ring_cpu_placement``;
+   :meth:`Predictor.replayed_trace` says why). *ideal*: the paper's replay of the
    profiled step as it ran, every worker on a host of its own, equal shares.
 3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
    compute per step of the W-worker run over the solo run's.
@@ -70,6 +72,7 @@ from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodpu
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed, available_cores
 from profilers.distributed.to_trace import pooled_trace, with_compute_of
+from profilers.distributed.transfer_latency import fit_transfer_latency
 from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure_link_sharing
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
@@ -219,10 +222,12 @@ def validate(
     bandwidth_bps: float | None = None,
     link: LinkSettings | None = None,
     progress: Progress | None = None,
+    ring_cpu_placement: str = "pipelined",
     **options: Any,
 ) -> ValidationReport:
     """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
-    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps`` and ``link``.
+    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps``, ``link`` and
+    ``ring_cpu_placement``.
 
     Raises
     ------
@@ -230,7 +235,13 @@ def validate(
     DistributedRunError : a run failed.
     """
     measured = measure(model, progress=progress, **options)
-    return assess(measured, bandwidth_bps=bandwidth_bps, link=link, progress=progress)
+    return assess(
+        measured,
+        bandwidth_bps=bandwidth_bps,
+        link=link,
+        progress=progress,
+        ring_cpu_placement=ring_cpu_placement,
+    )
 
 
 def measure(
@@ -353,11 +364,13 @@ def assess(
     link: LinkSettings | None = None,
     progress: Progress | None = None,
     ideal: bool = True,
+    ring_cpu_placement: str = "pipelined",
 ) -> ValidationReport:
     """Predict every measured point from the solo profile and compare (no real runs: a saved
     validation can be assessed again, e.g. after a change to the model). ``ideal=False``
     leaves out the papers' replay on ideal hosts (``simulated_ideal`` is then nan), which a
-    campaign does not report.
+    campaign does not report. ``ring_cpu_placement``: where a ring's transfers' CPU work runs
+    (``Predictor.ring_cpu_placement``).
 
     ``bandwidth_bps``: the link for the predictions; None: the testbed's one-flow goodput, or
     on loopback the bandwidth fitted to the solo run's transfers. ``link``: values (from options
@@ -431,12 +444,27 @@ def assess(
     )
     cores = testbed.worker_cores(Architecture.PS_ASYNC)
     own = with_transfer_cpu(own, comm_cpu, cores)
+    # Unless a latency was given, the parameter server's transfers cost what the one-worker
+    # runs took beyond the replay of their trace.
+    ps_latency = None
+    if latency.source == DEFAULT_SOURCE:
+        solo_step_s = measured.base.batch_size / statistics.fmean(
+            r.examples_per_s for r in measured.solo_runs
+        )
+        ps_latency = fit_transfer_latency(
+            trace, solo_step_s, fitting.config(Architecture.PS_ASYNC, 1, ideal=False)
+        )
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
     # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work the one-worker
     # run's transfers did, per byte (ring_cpu_work_s_per_byte).
     ring_work = ring_cpu_work_s_per_byte(trace, alone) if cpu.source == "fitted" else None
     model_of = dataclasses.replace(
-        fitting, alone=alone, comm_cpu_s_per_byte=cpu.value, ring_cpu_work_s_per_byte=ring_work
+        fitting,
+        alone=alone,
+        comm_cpu_s_per_byte=cpu.value,
+        ring_cpu_work_s_per_byte=ring_work,
+        ring_cpu_placement=ring_cpu_placement,
+        ps_latency_s=ps_latency.latency_s if ps_latency is not None else 0.0,
     )
     link_text = _link_text(bandwidth, latency, weight_cv, cpu, ring, given.profile, push_cv)
     if duplex_bps is not None:
@@ -444,11 +472,23 @@ def assess(
             f"; parameter server: both directions together at most "
             f"{format_bandwidth(duplex_bps)} ({duplex.value:.3g}x one way, {duplex.source})"
         )
+    if ps_latency is not None and ps_latency.latency_s > 0:
+        link_text += (
+            f"; parameter server: {format_seconds(ps_latency.latency_s)} per transfer beyond "
+            f"its bytes (the one-worker runs' {format_seconds(ps_latency.measured_step_s)} "
+            f"step against {format_seconds(ps_latency.replayed_step_s)} replayed)"
+        )
     if ring_work is not None:
         link_text += (
             f"; ring AllReduce: the transfers' CPU work {ring_work * 1e9:.3g} ns per byte sent "
             "or received (the one-worker run's computation beside its transfers, less alone, "
-            "per byte moved), done by the worker after each all-reduce"
+            "per byte moved), done by the worker "
+            + (
+                "on each message of an all-reduce once it has arrived, on a thread sharing the "
+                "cores, one all-reduce at a time"
+                if ring_cpu_placement == "pipelined"
+                else "after each all-reduce"
+            )
         )
     ring_text = ""
     if ring_message_latency_s is not None:
@@ -546,6 +586,9 @@ class Predictor:
     # A ring's transfers' CPU work per byte a worker sends or receives, done by the worker after
     # each all-reduce (ring_cpu_work_s_per_byte); None: comm_cpu_s_per_byte's model instead.
     ring_cpu_work_s_per_byte: float | None = None
+    # Where that work runs: "after" each all-reduce on the worker's computation, or
+    # "pipelined" with its messages on a thread sharing the cores (parse_placement).
+    ring_cpu_placement: str = "pipelined"
     # The measured ring's fixed cost per message (RingGoodput.message_latency_s): with it a ring
     # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
     # the goodput of a ring of two nodes, which folds the messages into a rate.
@@ -555,6 +598,9 @@ class Predictor:
     # What the server's link carries with pulls and pushes at once (link_duplex); None: full
     # duplex, each direction its bandwidth whatever the other does.
     duplex_bps: float | None = None
+    # A parameter server's transfers' fixed cost, fitted to the one-worker runs
+    # (fit_transfer_latency), on top of latency_s for the parameter-server architectures.
+    ps_latency_s: float = 0.0
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -574,6 +620,8 @@ class Predictor:
         )
         if ideal:
             return config
+        if sim_arch == "ps":
+            config = dataclasses.replace(config, latency_s=self.latency_s + self.ps_latency_s)
         if sim_arch == "allreduce" and self.ring is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
         elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
@@ -586,7 +634,11 @@ class Predictor:
             # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes, and the
             # simulator charges parse_alpha per byte of the layer (SimulationConfig).
             per_layer_byte = self.ring_cpu_work_s_per_byte * 4 * (workers - 1) / workers
-            config = dataclasses.replace(config, parse_alpha_s_per_byte=per_layer_byte)
+            config = dataclasses.replace(
+                config,
+                parse_alpha_s_per_byte=per_layer_byte,
+                parse_placement=self.ring_cpu_placement,
+            )
         return dataclasses.replace(
             config,
             colocated_workers=workers,

@@ -143,8 +143,17 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         metavar="NS_PER_BYTE",
         help="transfer CPU cost for the ring AllReduce predictions, ns per byte, shared with the "
         "computation while a transfer runs (default: the CPU work per byte the one-worker runs "
-        "showed, counted in full after each all-reduce); parameter-server predictions replay "
-        "the one-worker run's computation either way",
+        "showed, placed as --ring-cpu-work says); parameter-server predictions replay the "
+        "one-worker run's computation either way",
+    )
+    p.add_argument(
+        "--ring-cpu-work",
+        choices=("pipelined", "after"),
+        default="pipelined",
+        help="where a ring AllReduce worker does its transfers' CPU work per byte: on each of an "
+        "all-reduce's 2(W-1) messages once it has arrived, by a thread sharing the cores, one "
+        "all-reduce at a time (default), or after each all-reduce on its computation (the "
+        "model before 2026-11-27); not used with --comm-cpu",
     )
 
 
@@ -211,7 +220,11 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
     fit = parse_bandwidth(args.fit_rate, name="--fit-rate") if args.fit_rate else None
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     return assess_campaign(
-        args.from_runs, link=link_settings(args), fit_rate_bps=fit, progress=progress
+        args.from_runs,
+        link=link_settings(args),
+        fit_rate_bps=fit,
+        progress=progress,
+        ring_cpu_placement=args.ring_cpu_work,
     )
 
 
@@ -251,7 +264,7 @@ def validate_with(
                 f"campaign ({' '.join(args.from_runs)}): python scenarios/validation_campaign.py"
             )
         measured = load_measurements(args.from_runs[0])
-        return assess(measured, link=link, progress=progress)
+        return assess(measured, link=link, progress=progress, ring_cpu_placement=args.ring_cpu_work)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     return validate(
         args.model,
@@ -269,6 +282,7 @@ def validate_with(
         seed=args.seed,
         progress=progress,
         checkpoint=checkpoint,
+        ring_cpu_placement=args.ring_cpu_work,
     )
 
 
