@@ -22,6 +22,7 @@ from profilers.distributed.campaign import (
     campaign_files,
     campaign_point_table,
     campaign_summary_table,
+    campaign_text,
     shipped_campaigns,
 )
 from profilers.distributed.comm_cpu import compute_s_per_step
@@ -44,6 +45,7 @@ from profilers.distributed.validation import (
 from simcore.cli.main import main
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings, Sourced
+from simcore.parallel import jobs
 from simcore.trace.io import load_trace
 from simcore.trace.model import Resource
 
@@ -278,6 +280,15 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
         cells.append(cell if label else f"**{cell}**")
     row = row_start + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
+
+
+@pytest.mark.slow
+def test_a_campaign_assessed_on_two_processes_is_the_one_assessed_on_one() -> None:
+    with jobs(1):
+        one = campaign_text(assess_campaign(["check-400"]))
+    with jobs(2):
+        two = campaign_text(assess_campaign(["check-400"]))
+    assert two == one
 
 
 def test_a_rings_message_cost_is_its_time_beyond_the_bytes_per_message() -> None:

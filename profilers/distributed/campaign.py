@@ -25,6 +25,7 @@ from profilers.distributed.measurements import load_measurements
 from profilers.distributed.validation import ValidationPoint, ValidationReport, assess
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
+from simcore.parallel import TaskProgress, run_tasks
 from simcore.report.table import Cell, Column, Table
 from simcore.units import format_bandwidth
 
@@ -148,13 +149,19 @@ def assess_campaign(
     """
     say = progress or (lambda _line: None)
     files = campaign_files(paths)
-    reports = []
-    for k, (given, path) in enumerate(files, 1):
-        say(f"assessing {k}/{len(files)}: {given}")
-        measured = load_measurements(path)
-        reports.append(
-            assess(measured, link=link, ideal=False, ring_cpu_placement=ring_cpu_placement)
-        )
+    said = [0]
+
+    def assessed(done: int, _total: int) -> None:
+        if done > said[0]:  # files are independent: on the processes simcore.parallel allows
+            said[0] = done
+            say(f"assessed {done}/{len(files)} files")
+
+    reports = run_tasks(
+        _assess_file,
+        [(path, link, ring_cpu_placement) for _, path in files],
+        planned=[1] * len(files),
+        progress=assessed,
+    )
     rates = {r.link_rate_bps for r in reports}
     if fit_rate_bps is not None and fit_rate_bps not in rates:
         known = ", ".join(_rate_text(r) for r in sorted(rates, key=lambda x: x or 0))
@@ -162,6 +169,14 @@ def assess_campaign(
             f"--fit-rate: {_rate_text(fit_rate_bps)} is not a link rate of the campaign ({known})"
         )
     return CampaignReport(tuple(g for g, _ in files), tuple(reports), fit_rate_bps)
+
+
+def _assess_file(
+    item: tuple[Path, LinkSettings | None, str], _progress: TaskProgress | None
+) -> ValidationReport:
+    path, link, ring_cpu_placement = item
+    measured = load_measurements(path)
+    return assess(measured, link=link, ideal=False, ring_cpu_placement=ring_cpu_placement)
 
 
 # Which point a row is: the first columns of every per-point table (_point_cells fills them).
