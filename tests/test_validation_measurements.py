@@ -183,11 +183,12 @@ def test_further_profile_runs_come_back_and_older_files_have_none() -> None:
         measurements_from_dict(other, "m.json")
 
 
-def test_the_cli_default_of_profile_runs_is_the_librarys() -> None:
-    from profilers.distributed.validation import PROFILE_RUNS
+def test_the_cli_defaults_are_the_librarys() -> None:
+    from profilers.distributed.validation import PROFILE_RUNS, RING_CPU_PLACEMENT
     from simcore.cli import validate_cmd
 
     assert validate_cmd.PROFILE_RUNS == PROFILE_RUNS
+    assert validate_cmd.RING_CPU_PLACEMENT == RING_CPU_PLACEMENT
 
 
 def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None:

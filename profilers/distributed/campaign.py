@@ -22,7 +22,12 @@ from importlib import resources
 from pathlib import Path
 
 from profilers.distributed.measurements import load_measurements
-from profilers.distributed.validation import ValidationPoint, ValidationReport, assess
+from profilers.distributed.validation import (
+    RING_CPU_PLACEMENT,
+    ValidationPoint,
+    ValidationReport,
+    assess,
+)
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
 from simcore.parallel import TaskProgress, run_tasks
@@ -137,7 +142,7 @@ def assess_campaign(
     link: LinkSettings | None = None,
     fit_rate_bps: float | None = None,
     progress: Progress | None = None,
-    ring_cpu_placement: str = "pipelined",
+    ring_cpu_placement: str = RING_CPU_PLACEMENT,
 ) -> CampaignReport:
     """Assess every saved validation under ``paths`` (files or folders, see
     :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one.

@@ -41,8 +41,9 @@ def fit_transfer_latency(
     """The latency per transfer for which one simulated worker of ``config``, replaying
     ``trace`` (every profiled step once, after a warm-up), takes ``measured_step_s`` per step.
 
-    The simulated step grows with the latency, so bisection finds it; when the replay without
-    any is already as slow as measured, the latency is 0 (the replay's shortfall is then not a
+    The fitted value includes ``config.latency_s``, where the search starts. The simulated step
+    grows with the latency, so bisection finds it; when the replay with ``config``'s latency is
+    already as slow as measured, that latency is returned (the replay's shortfall is then not a
     transfer's to explain). A latency longer than the shortfall itself cannot be needed: some
     transfer is on every step's critical path (the first forward waits for a pull).
     """

@@ -122,6 +122,9 @@ PROFILE_RUNS = 3
 # The duplex measurement moved by about +-0.1 (around 1.5-1.6) from one measurement to the next
 # with 8 repetitions; 16 of each (about 20 s at 300-500 Mbit/s) narrow that by about sqrt(2).
 DUPLEX_REPEATS = 16
+# Where a ring's transfers' CPU work runs by default (SimulationConfig.parse_placement): chosen
+# on the campaign's fit half against after each all-reduce and four other placements.
+RING_CPU_PLACEMENT = "pipelined"
 SHORTFALL = 0.05  # a fitted slowdown this much short of the measured one is reported
 _SIM_SHAPE = {  # architecture -> (simulator arch, mode)
     Architecture.PS_ASYNC: ("ps", "async"),
@@ -222,7 +225,7 @@ def validate(
     bandwidth_bps: float | None = None,
     link: LinkSettings | None = None,
     progress: Progress | None = None,
-    ring_cpu_placement: str = "pipelined",
+    ring_cpu_placement: str = RING_CPU_PLACEMENT,
     **options: Any,
 ) -> ValidationReport:
     """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
@@ -364,7 +367,7 @@ def assess(
     link: LinkSettings | None = None,
     progress: Progress | None = None,
     ideal: bool = True,
-    ring_cpu_placement: str = "pipelined",
+    ring_cpu_placement: str = RING_CPU_PLACEMENT,
 ) -> ValidationReport:
     """Predict every measured point from the solo profile and compare (no real runs: a saved
     validation can be assessed again, e.g. after a change to the model). ``ideal=False``
@@ -446,11 +449,10 @@ def assess(
     own = with_transfer_cpu(own, comm_cpu, cores)
     # Unless a latency was given, the parameter server's transfers cost what the one-worker
     # runs took beyond the replay of their trace.
+    solo_examples_per_s = statistics.fmean(r.examples_per_s for r in measured.solo_runs)
     ps_latency = None
     if latency.source == DEFAULT_SOURCE:
-        solo_step_s = measured.base.batch_size / statistics.fmean(
-            r.examples_per_s for r in measured.solo_runs
-        )
+        solo_step_s = measured.base.batch_size / solo_examples_per_s
         ps_latency = fit_transfer_latency(
             trace, solo_step_s, fitting.config(Architecture.PS_ASYNC, 1, ideal=False)
         )
@@ -507,8 +509,9 @@ def assess(
         model_of.point(p.architecture, p.workers, p.runs, solo, ideal=ideal)
         for p in measured.points
     )
-    # The profile against its own run: what the trace misses (gaps between ops) shows here,
-    # apart from any effect of W.
+    # The profile against its own runs: what the trace misses (gaps between ops) shows here,
+    # apart from any effect of W; with a fitted transfer latency it is closed, up to the fit's
+    # tolerance, wherever the replay was the faster.
     solo_sim = model_of.simulated(Architecture.PS_ASYNC, 1)
     return ValidationReport(
         trace.metadata.model_name,
@@ -518,7 +521,7 @@ def assess(
         measured.base.threads or 1,
         trace,
         points,
-        statistics.fmean(r.examples_per_s for r in measured.solo_runs),
+        solo_examples_per_s,
         solo_sim,
         measured.link_rate_bps,
         sharing,
@@ -588,7 +591,7 @@ class Predictor:
     ring_cpu_work_s_per_byte: float | None = None
     # Where that work runs: "after" each all-reduce on the worker's computation, or
     # "pipelined" with its messages on a thread sharing the cores (parse_placement).
-    ring_cpu_placement: str = "pipelined"
+    ring_cpu_placement: str = RING_CPU_PLACEMENT
     # The measured ring's fixed cost per message (RingGoodput.message_latency_s): with it a ring
     # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
     # the goodput of a ring of two nodes, which folds the messages into a rate.

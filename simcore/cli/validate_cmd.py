@@ -19,6 +19,7 @@ from simcore.errors import ConfigError, SgdsimError
 from simcore.files import check_output
 from simcore.report.output import print_json
 from simcore.report.scenario import nonnegative_int, positive_int
+from simcore.sim.config import PARSE_PLACEMENTS
 from simcore.units import parse_bandwidth
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ BATCH_SIZE = 32
 WORKERS_MAX = 4
 REPETITIONS = 3
 PROFILE_RUNS = 3  # = profilers.distributed.validation.PROFILE_RUNS (not imported: torch)
+RING_CPU_PLACEMENT = "pipelined"  # = profilers.distributed.validation.RING_CPU_PLACEMENT
 STEPS = 100  # per worker and run: fewer leave the 10-30% run-to-run spread of a busy VM
 WARMUP_STEPS = 10
 THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
@@ -148,8 +150,8 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ring-cpu-work",
-        choices=("pipelined", "after"),
-        default="pipelined",
+        choices=PARSE_PLACEMENTS,
+        default=RING_CPU_PLACEMENT,
         help="where a ring AllReduce worker does its transfers' CPU work per byte: on each of an "
         "all-reduce's 2(W-1) messages once it has arrived, by a thread sharing the cores, one "
         "all-reduce at a time (default), or after each all-reduce on its computation (the "

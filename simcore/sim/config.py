@@ -247,6 +247,12 @@ class SimulationConfig:
         return self.worker_cpu_cores if self.worker_cpu_cores is not None else self.host_cpu_cores
 
     @property
+    def ring_pipelined(self) -> bool:
+        """A ring AllReduce of two or more whose parsing work is pipelined with its messages
+        (``parse_placement="pipelined"``; one participant exchanges nothing)."""
+        return self.arch == "allreduce" and self.workers > 1 and self.parse_placement == "pipelined"
+
+    @property
     def comm_cpu_cores_per_bps(self) -> float:
         """Cores a transfer's CPU work takes per bit/s of its rate (``comm_cpu_s_per_byte``
         per byte; a ring AllReduce flow receives as many bytes as it sends, so twice that)."""

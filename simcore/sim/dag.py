@@ -291,7 +291,7 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
     nodes: list[_Node] = []
     alias: dict[str, str] = {}
     parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
-    pipelined = ring and k > 1 and config.parse_placement == "pipelined"
+    pipelined = config.ring_pipelined
     previous: str | None = None  # the worker's last pipelined all-reduce so far
     for col, op in enumerate(trace.ops):
         if op.id in dropped:

@@ -367,9 +367,8 @@ class Engine:
         ring = self.config.arch == "allreduce"
         # A pipelined ring's messages carry their own latency and its collectives wait for each
         # other in the DAG; otherwise the connection stays busy for the ring's latency.
-        pipelined = self.config.parse_placement == "pipelined"
         hold_s = 0.0
-        if ring and not pipelined:
+        if ring and not self.config.ring_pipelined:
             hold_s = ring_latency_s(self.config.latency_s, self.config.workers)
         for i, spec in enumerate(dag.slots):
             sid = slot_offset + i

@@ -74,7 +74,11 @@ class Settling:
 def mser_truncation(durations: Sequence[float] | np.ndarray, batch: int = BATCH) -> int:
     """The MSER-``batch`` cut of a series of step durations, in steps from its start (a
     multiple of ``batch``; 0 for a series of fewer than two batches)."""
-    z = _batch_means(np.asarray(durations, dtype=float), batch)
+    return _mser_cut(_batch_means(np.asarray(durations, dtype=float), batch)) * batch
+
+
+def _mser_cut(z: np.ndarray) -> int:
+    """The MSER cut of batch means ``z``, in batches from the start."""
     m = len(z)
     if m < 2:
         return 0
@@ -85,7 +89,7 @@ def mser_truncation(durations: Sequence[float] | np.ndarray, batch: int = BATCH)
     mean = suffix / count
     variance = np.maximum(suffix_sq / count - mean * mean, 0.0)
     score = (variance / count)[: m // 2 + 1]
-    return int(np.argmin(score)) * batch
+    return int(np.argmin(score))
 
 
 def settling_of(step_ends: Sequence[np.ndarray], warmup: int) -> Settling:
@@ -100,12 +104,12 @@ def settling_of(step_ends: Sequence[np.ndarray], warmup: int) -> Settling:
     for ends in step_ends:
         durations = step_durations(np.asarray(ends, dtype=float)).mean(axis=0)
         steps = len(durations)
-        cut = mser_truncation(durations)
+        z = _batch_means(durations, BATCH)
+        cut = _mser_cut(z) * BATCH
         cuts.append(cut)
         after_warmup.append(float(durations[min(warmup, steps - 1) :].mean()))
         after_cut.append(float(durations[min(cut, steps - 1) :].mean()))
         first = -(-warmup // BATCH)  # the first batch wholly after the warm-up
-        z = _batch_means(durations, BATCH)
         if cut // BATCH - first >= MIN_BATCHES and len(z) - cut // BATCH >= MIN_BATCHES:
             transient.append(z[first : cut // BATCH])
             settled.append(z[cut // BATCH :])
