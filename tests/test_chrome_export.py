@@ -189,6 +189,19 @@ def test_a_pipelined_rings_messages_latencies_and_work_belong_to_their_layer() -
     check_format(chrome_trace(spans))
 
 
+def test_a_workers_comm_thread_work_sits_on_its_comm_row_with_its_layer() -> None:
+    trace = tiny()
+    result = run(trace, workers=2, comm_thread_s_per_step=2e-3)
+    assert result.timeline is not None
+    spans = simulated_spans(result.timeline, arch="ps", trace=trace)
+    work = [s for s in spans if s.name.startswith("comm:")]
+    # One share per transfer (2 layers, a pull and a push each), step and worker.
+    assert len(work) == 4 * 2 * len({s.args["step"] for s in work})
+    assert {(s.category, s.resource) for s in work} == {("parse", "comm")}
+    assert {s.args["layer"] for s in work} == {"l0", "l1"}
+    check_format(chrome_trace(spans))
+
+
 def test_overlapping_spans_on_one_thread_go_to_extra_lanes() -> None:
     spans = [
         TimelineSpan("worker 0", "latency", "a", "latency", 0.0, 2e-3),

@@ -74,6 +74,12 @@ CASES: list[tuple[list[str], str]] = [
     (["simulate", TRACE, *SIM, "--parse-alpha", "-1ns/B"], "--parse-alpha"),
     (["simulate", TRACE, *SIM, "--parse-alpha", "2s/B"], "--parse-alpha"),
     (["simulate", TRACE, *SIM, "--parse-beta", "-1us"], "--parse-beta"),
+    (["simulate", TRACE, *SIM, "--comm-thread", "-1ms"], "--comm-thread"),
+    (["simulate", TRACE, *SIM, "--arch", "allreduce", "--comm-thread", "1ms"], "--comm-thread"),
+    (
+        ["simulate", TRACE, *SIM, "--comm-thread", "1ms", "--comm-cpu", "2", "--host-cores", "1"],
+        "--comm-thread",
+    ),
     (["simulate", TRACE, *SIM, "--worker-bandwidth", "0bps"], "--worker-bandwidth"),
     (["simulate", TRACE, *SIM, "--placement", "nowhere"], "--placement"),
     (["simulate", TRACE, *SIM, "--window", "64KiB", "--http2-window", "1MiB"], "--window"),

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from profilers.distributed.ring_goodput import (
+    RingCpuCost,
     RingGoodput,
     measure_ring_goodput,
     ring_goodput_text,
@@ -21,6 +22,27 @@ def test_goodput_is_the_ring_formula_over_the_median_time() -> None:
     assert ring.goodput_bps() == pytest.approx(6e6)
     text = ring_goodput_text(ring, one_flow_bps=8e6)
     assert "1.00 MB in 2 layer(s) over 4 nodes" in text and "0.75 of one flow's" in text
+
+
+def test_cpu_costs_split_the_layers_all_reduces_into_bytes_and_messages() -> None:
+    # W = 2, three layers of 1 MB in all: layer by layer 3 * 2 = 6 messages, as one 2. Each
+    # rank sends and receives 2 * 2(W-1)/W * 1 MB = 2 MB. Medians: 5 ms and 3 ms of CPU: the 4
+    # extra messages cost 2 ms (0.5 ms each), and the flat one's 3 ms less its 2 messages
+    # (1 ms) is 2 ms for 2 MB: 1 ns per byte.
+    ring = RingGoodput(
+        2, (500_000, 300_000, 200_000), (0.1, 0.1, 0.1), None, (0.004, 0.005, 0.009), (0.003,) * 3
+    )
+    cost = ring.cpu_costs()
+    assert cost is not None
+    assert cost.s_per_message == pytest.approx(5e-4) and cost.s_per_byte == pytest.approx(1e-9)
+    assert (cost.layered_cpu_s, cost.flat_cpu_s) == pytest.approx((0.005, 0.003))
+    assert "a rank's CPU 1 ns per byte sent or received and 500 us per message" in (
+        ring_goodput_text(ring)
+    )
+    # no gain from fewer messages: all of it per byte; not measured: no costs
+    same = RingGoodput(2, (500_000, 500_000), (0.1,), None, (0.004,), (0.004,))
+    assert same.cpu_costs() == RingCpuCost(2e-9, 0.0, 0.004, 0.004)
+    assert RingGoodput(2, (4000,), (0.1,)).cpu_costs() is None
 
 
 @pytest.mark.parametrize(
@@ -40,6 +62,9 @@ def test_two_ranks_on_loopback_time_every_repetition() -> None:
     assert ring.workers == 2 and ring.layer_nbytes == (40_000, 4_000)
     assert len(ring.times_s) == 3 and min(ring.times_s) > 0
     assert ring.link_rate_bps is None and ring.goodput_bps() > 0
+    assert len(ring.cpu_s) == len(ring.flat_cpu_s) == 3 and min(ring.cpu_s) > 0
+    cost = ring.cpu_costs()
+    assert cost is not None and cost.s_per_byte >= 0 and cost.s_per_message >= 0
 
 
 @pytest.mark.slow

@@ -296,6 +296,71 @@ def test_parsing_overhead_and_latency_lengthen_each_transfer() -> None:
     assert result.steps_per_s.value == pytest.approx(1 / step, rel=REL)
 
 
+@pytest.mark.parametrize(("comm_s", "step_s"), [(0.002, 0.047), (0.020, 0.048)])
+def test_comm_thread_work_waits_for_nothing_but_ends_the_step(comm_s: float, step_s: float) -> None:
+    # One layer on a host of its own: the pull and the push (T = 8 ms each) each bring half the
+    # comm thread's work (equal bytes), on the worker's own comm slot: the pull's beside the
+    # forward, the push's from the push's start (T + 30 ms). Nothing waits for it, so the step
+    # ends with the later of the update (2T + 31 ms = 47 ms) and the push's share (T + 30 ms +
+    # comm_s / 2: 39 ms, or 48 ms when the share outlasts the push and the update).
+    size = 1_000_000
+    trace = synthetic_trace([0.010], [0.020], [size], update_s=0.001)
+    result = run(trace, comm_thread_s_per_step=comm_s, steps=3, warmup_steps=0)
+    assert result.steps_per_s.value == pytest.approx(1 / step_s, rel=REL)
+
+
+@pytest.mark.parametrize(("comm_s", "step_s"), [(0.008, 0.047), (0.020, 0.058)])
+def test_comm_thread_work_takes_the_cores_the_computation_leaves(
+    comm_s: float, step_s: float
+) -> None:
+    # The same layer on a host of one core, which the computation takes whole while it runs:
+    # the pull's share waits for the backward to end (T + 30 ms), then the push's share
+    # follows it on the comm thread, beside the push. With 4 ms each both are done at
+    # T + 38 ms, inside the push and the update (2T + 31 ms = 47 ms): hidden in the waits, as
+    # in the one-worker runs it is measured from. With 10 ms each the step ends with them at
+    # T + 50 ms = 58 ms.
+    size = 1_000_000
+    trace = synthetic_trace([0.010], [0.020], [size], update_s=0.001)
+    one_core = {"colocated_workers": 1, "host_cpu_cores": 1.0, "worker_cpu_cores": 1.0}
+    result = run(trace, comm_thread_s_per_step=comm_s, steps=3, warmup_steps=0, **one_core)
+    assert result.steps_per_s.value == pytest.approx(1 / step_s, rel=REL)
+    # On two cores the computation leaves one: the pull's share runs beside the forward from
+    # T (done by T + 10 ms), the push's from T + 30 ms beside the push: T + 40 ms at most.
+    two_cores = {**one_core, "host_cpu_cores": 2.0}
+    result = run(trace, comm_thread_s_per_step=0.020, steps=3, warmup_steps=0, **two_cores)
+    assert result.steps_per_s.value == pytest.approx(1 / 0.048, rel=REL)
+
+
+def test_workers_sharing_a_core_are_bounded_by_their_cpu_per_step() -> None:
+    # Four workers on one core with a link so fast that transfers take microseconds: the core
+    # is (almost) never idle, so the steps per second of all workers together approach
+    # 1 / (computation + comm thread work) and never exceed it.
+    trace = synthetic_trace([0.010], [0.020], [100_000])
+    shared = {"colocated_workers": 4, "host_cpu_cores": 1.0, "worker_cpu_cores": 1.0}
+    for comm_s in (0.0, 0.010):
+        result = run(
+            trace,
+            workers=4,
+            bandwidth_bps=1e12,
+            comm_thread_s_per_step=comm_s,
+            steps=200,
+            warmup_steps=20,
+            **shared,
+        )
+        bound = 1 / (0.030 + comm_s)
+        assert 0.98 * bound <= result.steps_per_s.value <= bound * (1 + REL)
+
+
+def test_comm_thread_work_is_for_a_parameter_server() -> None:
+    trace = synthetic_trace([0.010], [0.020], [1000])
+    with pytest.raises(ConfigError, match=r"^comm_thread_s_per_step: applies to a parameter"):
+        run(trace, arch="allreduce", mode="sync", comm_thread_s_per_step=0.001)
+    with pytest.raises(ConfigError, match=r"^comm_thread_s_per_step: "):
+        run(trace, comm_thread_s_per_step=-1.0)
+    with pytest.raises(ConfigError, match=r"^comm_thread_s_per_step: not with comm_cpu_s_per_byte"):
+        run(trace, comm_thread_s_per_step=0.001, comm_cpu_s_per_byte=1e-9, host_cpu_cores=1.0)
+
+
 RING_ALPHA = 2e-8  # s of CPU work per byte of the layer
 
 

@@ -25,7 +25,7 @@ from profilers.distributed.campaign import (
     campaign_text,
     shipped_campaigns,
 )
-from profilers.distributed.comm_cpu import compute_s_per_step
+from profilers.distributed.comm_cpu import comm_thread_cpu, compute_s_per_step
 from profilers.distributed.config import Overlap, RunConfig
 from profilers.distributed.measurements import (
     Measurements,
@@ -193,6 +193,101 @@ def test_fit_rate_without_a_campaign_is_an_error(
     assert "--fit-rate: only with a campaign" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
+def test_a_parameter_servers_workers_are_charged_the_cpu_their_runs_used_beyond_the_trace() -> None:
+    from profilers.distributed.config import Architecture
+
+    paths = [
+        p
+        for given, p in campaign_files(["campaign"])
+        if given.endswith("resnet8-500-layerwise.json.gz")
+    ]
+    m = load_measurements(paths[0])
+    m = dataclasses.replace(m, points=m.points[:1])  # the predictor is what is looked at
+    older = assess(m, ideal=False)  # recorded before the runner measured CPU time
+    assert older.predictor is not None and older.predictor.comm_thread_s_per_step == 0.0
+    assert "CPU beside their computation not charged" in older.link_text
+    # The same runs as if each step's CPU time had been half-way from the trace's computation
+    # to the step's wall time (one worker on one core: at most all of its idle time).
+    compute = compute_s_per_step(older.trace)
+    solo = statistics.fmean(r.examples_per_s for r in m.solo_runs)
+    beyond = (m.base.batch_size / solo - compute) / 2
+    assert beyond > 0
+    solos = [
+        dataclasses.replace(
+            run, steps=tuple(dataclasses.replace(s, cpu_s=compute + beyond) for s in run.steps)
+        )
+        for run in m.solo_runs
+    ]
+    timed = dataclasses.replace(m, solo=solos[0], solo_more=tuple(solos[1:]))
+    report = assess(timed, ideal=False)
+    predictor = report.predictor
+    assert predictor is not None
+    assert predictor.comm_thread_s_per_step == pytest.approx(beyond)
+    assert "CPU per step beside its computation" in report.link_text
+    for arch in (Architecture.PS_ASYNC, Architecture.PS_SYNC):
+        config = predictor.config(arch, 3, ideal=False)
+        assert config.comm_thread_s_per_step == pytest.approx(beyond)
+        assert predictor.config(arch, 3, ideal=True).comm_thread_s_per_step == 0.0
+    assert predictor.config(Architecture.ALLREDUCE, 3, ideal=False).comm_thread_s_per_step == 0.0
+    # The transfers' latency is fitted with the work in place: one worker still replays the
+    # one-worker runs' step, and four sharing a core are predicted slower than without it.
+    assert predictor.simulated(Architecture.PS_ASYNC, 1) == pytest.approx(solo, rel=5e-3)
+    assert predictor.ps_latency_s <= older.predictor.ps_latency_s
+    assert predictor.simulated(Architecture.PS_SYNC, 4) < older.predictor.simulated(
+        Architecture.PS_SYNC, 4
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("campaign-2" not in shipped_campaigns(), reason="campaign-2 not shipped")
+def test_runs_with_cpu_time_charge_what_their_one_worker_runs_used() -> None:
+    from profilers.distributed.config import Architecture
+
+    for given, path in campaign_files(["campaign-2"]):
+        m = load_measurements(path)
+        assert all(r.cpu_s_per_step() is not None for r in m.solo_runs), given
+    m = load_measurements(
+        next(
+            p
+            for g, p in campaign_files(["campaign-2"])
+            if g.endswith("resnet8-300-layerwise.json.gz")
+        )
+    )
+    m = dataclasses.replace(m, points=m.points[:1])
+    report = assess(m, ideal=False)
+    predictor = report.predictor
+    assert predictor is not None
+    measured = comm_thread_cpu(m.solo_runs, report.trace)
+    assert measured is not None and measured.beyond_s > 0
+    assert predictor.comm_thread_s_per_step == measured.beyond_s
+    assert "communication threads" in report.link_text
+    # One worker still takes about the measured step: the work fills what the computation
+    # leaves of its core. Not exactly: the replay's waits are shorter than the real ones
+    # (633 examples/s replayed without the work, 609 measured), so some of the 2.5 ms a step
+    # lands after the step's other work, and no latency is left to fit (604.7 replayed).
+    solo = statistics.fmean(r.examples_per_s for r in m.solo_runs)
+    assert predictor.simulated(Architecture.PS_ASYNC, 1) == pytest.approx(solo, rel=1e-2)
+    assert predictor.ps_latency_s == 0.0
+
+
+def test_comm_thread_cpu_is_the_runs_cpu_less_the_traces_computation() -> None:
+    trace = load_trace("cnn-b32")
+    run = measurements().solo
+    compute = compute_s_per_step(trace)
+    timed = dataclasses.replace(
+        run, steps=tuple(dataclasses.replace(s, cpu_s=compute + 0.002) for s in run.steps)
+    )
+    measured = comm_thread_cpu([timed, timed], trace)
+    assert measured is not None and measured.beyond_s == pytest.approx(0.002)
+    assert comm_thread_cpu([timed, run], trace) is None  # one run without CPU time
+    idle = dataclasses.replace(
+        run, steps=tuple(dataclasses.replace(s, cpu_s=compute / 2) for s in run.steps)
+    )
+    assert comm_thread_cpu([idle], trace).beyond_s == 0.0  # type: ignore[union-attr]
+
+
 @pytest.mark.skipif(not shipped_campaigns(), reason="no campaign shipped")
 def test_the_shipped_campaign_loads_and_every_file_is_compact() -> None:
     for name in shipped_campaigns():
@@ -241,15 +336,18 @@ def test_measured_step_quantiles_count_each_step_from_the_previous_end() -> None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
-def test_the_readme_table_is_what_the_shipped_campaign_gives() -> None:
+@pytest.mark.parametrize(("campaign", "label"), [("campaign", ""), ("campaign-2", "campaign-2, ")])
+def test_the_readme_table_is_what_the_shipped_campaign_gives(campaign: str, label: str) -> None:
     """The README's accuracy table, row by row, against the shipped runs assessed now: a change
     to the model that moves a number must update the README with it."""
-    report = assess_campaign(["campaign"], fit_rate_bps=3e8)
+    if campaign not in shipped_campaigns():
+        pytest.skip(f"{campaign} not shipped")
+    report = assess_campaign([campaign], fit_rate_bps=3e8)
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     columns = ["PS async, layerwise", "PS sync, layerwise", "PS sync, strict"]
     columns += ["ring AllReduce, layerwise", None]
-    for rate, row_start in ((3e8, "| 300 Mbit/s (fit half) |"), (5e8, "| 500 Mbit/s (held out) |")):
+    rows = ((3e8, f"| {label}300 Mbit/s (fit half) |"), (5e8, f"| {label}500 Mbit/s (held out) |"))
+    for rate, row_start in rows:
         cells = []
         for label in columns:
             errors = report.abs_errors(rate, label)
@@ -265,6 +363,7 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives() -> None:
     [
         ("check-400", 4e8, "| 400 Mbit/s, batch 16 (check-400) |"),
         ("check-250", 2.5e8, "| 250 Mbit/s, batch 24 (check-250) |"),
+        ("check-450", 4.5e8, "| 450 Mbit/s, batch 24 (check-450) |"),
     ],
 )
 def test_the_readme_check_rows_are_what_the_shipped_checks_give(

@@ -79,7 +79,11 @@ def measurements(with_sharing: bool = True) -> Measurements:
         MeasuredPoint(Architecture.PS_SYNC, 2, (a_run("ps-sync", 2), a_run("ps-sync", 2))),
         MeasuredPoint(Architecture.ALLREDUCE, 2, (a_run("allreduce", 2),)),
     )
-    ring = RingGoodput(2, (4000, 400), (0.01, 0.012), 1e8) if with_sharing else None
+    ring = (
+        RingGoodput(2, (4000, 400), (0.01, 0.012), 1e8, (0.002, 0.003), (0.001, 0.001))
+        if with_sharing
+        else None
+    )
     # one way 2 workers x 1000 B in 0.1 ms; both ways at once 1.5x that
     duplex = DuplexReport(2, 1000, (1e-4,), (1e-4,), (4e-4 / 3,), 1e8) if with_sharing else None
     return Measurements(
@@ -104,6 +108,23 @@ def test_a_run_comes_back_with_every_timestamp() -> None:
     assert back.spans == run.spans and back.steps == run.steps
     assert back.layer_nbytes == run.layer_nbytes and back.model_name == "mlp"
     assert back.examples_per_s == run.examples_per_s  # 2 workers, 2 measured steps each
+
+
+def test_a_runs_cpu_time_comes_back_and_an_older_run_has_none() -> None:
+    run = a_run()
+    timed = dataclasses.replace(
+        run, steps=tuple(dataclasses.replace(s, cpu_s=0.5 + s.step) for s in run.steps)
+    )
+    back = run_from_dict(json.loads(json.dumps(run_to_dict(timed))))
+    assert back.steps == timed.steps
+    assert back.cpu_s_per_step() == pytest.approx(2.0)  # steps 1 and 2 after the warm-up
+    older = json.loads(json.dumps(run_to_dict(run)))
+    for step in older["steps"]:
+        del step["cpu_s"]  # as a run recorded before the runner measured it
+    assert run_from_dict(older).cpu_s_per_step() is None
+    older["steps"][0]["cpu_s"] = -1.0
+    with pytest.raises(ConfigError, match=r"run\.json: steps: "):
+        run_from_dict(older, "run.json")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,9 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
      "cores": [0, 1],                      # the cores the runs used (servers pinned to the first)
      "link_sharing": {...} | null,         # profilers.link_sharing.sharing_to_dict
      "ring_goodput": {"workers": 2, "layer_nbytes": [...], "times_s": [...],
-                      "link_rate_bps": 1e8} | null,   # optional: a ring AllReduce alone
+                      "link_rate_bps": 1e8,
+                      "cpu_s": [...], "flat_cpu_s": [...]} | null,  # optional: a ring alone
+                      # (cpu_s, flat_cpu_s: its CPU time, optional; since 2026-11-27)
      "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
@@ -19,7 +21,8 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
 
 A run of a compacted file (:func:`compacted`, for files kept in a repository) may have no spans
 and carry ``"compute_s_per_layer"`` instead: its mean forward+backward seconds per worker-step
-of each layer after warm-up.
+of each layer after warm-up. A run's steps carry ``"cpu_s"``, the worker process's CPU time
+during the step (every thread), since 2026-11-27; older files have none and load as they did.
 """
 
 from __future__ import annotations
@@ -147,7 +150,15 @@ def _rounded(run: RunResult) -> RunResult:
     spans = tuple(
         dataclasses.replace(s, start_s=r(s.start_s), duration_s=r(s.duration_s)) for s in run.spans
     )
-    steps = tuple(dataclasses.replace(s, start_s=r(s.start_s), end_s=r(s.end_s)) for s in run.steps)
+    steps = tuple(
+        dataclasses.replace(
+            s,
+            start_s=r(s.start_s),
+            end_s=r(s.end_s),
+            cpu_s=None if s.cpu_s is None else r(s.cpu_s),
+        )
+        for s in run.steps
+    )
     return dataclasses.replace(run, spans=spans, steps=steps)
 
 
@@ -273,13 +284,20 @@ def _list(value: Any, source: str, key: str) -> list[Any]:
     return value
 
 
+def _nonnegative_float(value: Any) -> float:
+    x = float(value)
+    if not x >= 0:
+        raise ValueError(f"expected a CPU time >= 0, got {value!r}")
+    return x
+
+
 def _ring_to_dict(ring: RingGoodput) -> dict[str, Any]:
     return {
         "workers": ring.workers,
         "layer_nbytes": list(ring.layer_nbytes),
         "times_s": list(ring.times_s),
         "link_rate_bps": ring.link_rate_bps,
-    }
+    } | ({"cpu_s": list(ring.cpu_s), "flat_cpu_s": list(ring.flat_cpu_s)} if ring.cpu_s else {})
 
 
 def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
@@ -290,6 +308,8 @@ def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
             tuple(int(n) for n in raw["layer_nbytes"]),
             tuple(float(t) for t in raw["times_s"]),
             None if rate is None else float(rate),
+            tuple(_nonnegative_float(t) for t in raw.get("cpu_s", ())),
+            tuple(_nonnegative_float(t) for t in raw.get("flat_cpu_s", ())),
         )
     except KeyError as err:
         raise ConfigError(f"{source}: ring_goodput: missing field {err}") from None

@@ -67,13 +67,22 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:
-    """One worker's step: perf_counter start and end (s) and its training loss."""
+    """One worker's step: perf_counter start and end (s), its training loss and the CPU time
+    its process used meanwhile, every thread's (s; None: not measured, as in runs recorded
+    before it was).
+
+    ``cpu_s`` is what the computation spans do not show: the communication threads' work
+    (gloo's copies and sockets, the kernel's network stack on this process's behalf) and the
+    Python around the layers. On a core of its own it hides while the worker waits; on cores
+    shared by several workers it is CPU they compete for.
+    """
 
     worker: int
     step: int
     start_s: float
     end_s: float
     loss: float
+    cpu_s: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -173,6 +182,14 @@ class RunResult:
         """Mean forward+backward seconds per worker-step (the sum over layers), after warm-up."""
         return sum(self.compute_s_per_layer().values())
 
+    def cpu_s_per_step(self) -> float | None:
+        """Mean CPU seconds a worker's process used per step after warm-up (every thread's);
+        None when the run did not measure it."""
+        measured = [s.cpu_s for s in self.steps if s.step >= self.config.warmup]
+        if not measured or any(cpu is None for cpu in measured):
+            return None
+        return statistics.fmean(cpu for cpu in measured if cpu is not None)
+
     def slowdown_vs(self, solo: RunResult) -> SlowdownReport:
         """This run's per-layer compute relative to ``solo``'s (same model, usually W=1)."""
         mine, theirs = self.compute_s_per_layer(), solo.compute_s_per_layer()
@@ -264,6 +281,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
                 float(s["start_s"]),
                 float(s["end_s"]),
                 float(s["loss"]),
+                None if s.get("cpu_s") is None else _nonnegative(s["cpu_s"]),
             )
             for s in data["steps"]
         )

@@ -25,11 +25,22 @@ from typing import Any
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.netns_cluster import EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
-from simcore.units import format_bandwidth
+from simcore.units import format_bandwidth, format_seconds
 
-__all__ = ["RingGoodput", "measure_ring_goodput", "ring_goodput_text"]
+__all__ = ["RingCpuCost", "RingGoodput", "measure_ring_goodput", "ring_goodput_text"]
 
 _GRACE_S = 10.0  # beyond gloo's own timeout, before the parent gives up on a silent rank
+
+
+@dataclass(frozen=True)
+class RingCpuCost:
+    """What a ring's all-reduces cost a rank's CPU (its gloo threads, the copies and the
+    reduction, the kernel's network stack): per byte it sends or receives, and per message."""
+
+    s_per_byte: float
+    s_per_message: float
+    layered_cpu_s: float  # per repetition (median): one all-reduce per layer
+    flat_cpu_s: float  # per repetition (median): one all-reduce of the same bytes
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,32 @@ class RingGoodput:
     layer_nbytes: tuple[int, ...]
     times_s: tuple[float, ...]  # per repetition, the slowest rank's
     link_rate_bps: float | None = None  # each node's shaped link; None: loopback
+    # Per repetition, a rank's CPU time (its process, every thread; the mean over ranks): the
+    # layers one all-reduce each, and the same bytes as one all-reduce. Empty: not measured
+    # (before the measurement recorded it).
+    cpu_s: tuple[float, ...] = ()
+    flat_cpu_s: tuple[float, ...] = ()
+
+    @property
+    def messages(self) -> int:
+        """Messages each rank sends per repetition: 2(W-1) per layer."""
+        return 2 * (self.workers - 1) * len(self.layer_nbytes)
+
+    def cpu_costs(self) -> RingCpuCost | None:
+        """A rank's CPU work per byte it sends or receives and per message, from the two ways
+        of all-reducing the same bytes: one all-reduce per layer (2(W-1) messages each) and
+        one for them all (2(W-1) messages). Their difference is the cost of the extra
+        messages; what the single all-reduce took beyond its messages is the bytes'. None
+        when the CPU time was not measured."""
+        if not self.cpu_s or not self.flat_cpu_s:
+            return None
+        layered, flat = statistics.median(self.cpu_s), statistics.median(self.flat_cpu_s)
+        flat_messages = 2 * (self.workers - 1)
+        extra = self.messages - flat_messages
+        per_message = max(layered - flat, 0.0) / extra if extra else 0.0
+        moved = 2 * self.bits_per_link / 8  # sent and received
+        per_byte = max(flat - flat_messages * per_message, 0.0) / moved
+        return RingCpuCost(per_byte, per_message, layered, flat)
 
     @property
     def bits_per_link(self) -> float:
@@ -76,6 +113,12 @@ def ring_goodput_text(ring: RingGoodput, one_flow_bps: float | None = None) -> s
     )
     if one_flow_bps:
         text += f", {ring.goodput_bps() / one_flow_bps:.2f} of one flow's goodput"
+    cost = ring.cpu_costs()
+    if cost is not None:
+        text += (
+            f"; a rank's CPU {cost.s_per_byte * 1e9:.3g} ns per byte sent or received and "
+            f"{format_seconds(cost.s_per_message)} per message"
+        )
     return text
 
 
@@ -106,11 +149,11 @@ def measure_ring_goodput(
             f"bytes; got {workers}, {repeats}, {warmup}, {list(sizes)}"
         )
     if link_rate_bps is None:
-        times = _run(sizes, workers, None, repeats, warmup, timeout_s)
+        times, cpu, flat_cpu = _run(sizes, workers, None, repeats, warmup, timeout_s)
     else:
         with emulated_cluster(workers, dict.fromkeys(range(workers), link_rate_bps)) as cluster:
-            times = _run(sizes, workers, cluster, repeats, warmup, timeout_s)
-    return RingGoodput(workers, sizes, times, link_rate_bps)
+            times, cpu, flat_cpu = _run(sizes, workers, cluster, repeats, warmup, timeout_s)
+    return RingGoodput(workers, sizes, times, link_rate_bps, cpu, flat_cpu)
 
 
 def _run(
@@ -120,12 +163,17 @@ def _run(
     repeats: int,
     warmup: int,
     timeout_s: float,
-) -> tuple[float, ...]:
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """Per repetition: the slowest rank's time, and the ranks' mean CPU time layer by layer
+    and as one all-reduce."""
     args = (workers, sizes, repeats, warmup, timeout_s, cluster)
     per_rank = run_rank_processes(
         "ring goodput", _rank_main, [args] * workers, timeout_s + _GRACE_S
     )
-    return tuple(max(times[i] for times in per_rank) for i in range(repeats))
+    times = tuple(max(rank[0][i] for rank in per_rank) for i in range(repeats))
+    cpu = tuple(statistics.fmean(rank[1][i] for rank in per_rank) for i in range(repeats))
+    flat = tuple(statistics.fmean(rank[2][i] for rank in per_rank) for i in range(repeats))
+    return times, cpu, flat
 
 
 def _rank_main(
@@ -144,18 +192,24 @@ def _rank_main(
         import torch
 
         buffers = [torch.ones(n // 4) for n in sizes]
-        times = []
+        flat = [torch.ones(sum(n // 4 for n in sizes))]  # the same bytes in one all-reduce
+        times: list[float] = []
+        cpu: list[float] = []
+        flat_cpu: list[float] = []
         for repetition in range(warmup + repeats):
-            dist.barrier()
-            start = time.perf_counter()
-            pending = [dist.all_reduce(b, async_op=True) for b in buffers]
-            for work in pending:
-                work.wait()
-            if repetition >= warmup:
-                times.append(time.perf_counter() - start)
+            for reduced, cpus in ((buffers, cpu), (flat, flat_cpu)):
+                dist.barrier()
+                start, start_cpu = time.perf_counter(), time.process_time()
+                pending = [dist.all_reduce(b, async_op=True) for b in reduced]
+                for work in pending:
+                    work.wait()
+                if repetition >= warmup:
+                    cpus.append(time.process_time() - start_cpu)
+                    if reduced is buffers:
+                        times.append(time.perf_counter() - start)
         dist.barrier()
         dist.destroy_process_group()
-        results.put(("times", rank, times))
+        results.put(("times", rank, (times, cpu, flat_cpu)))
     except (SgdsimError, RuntimeError, OSError) as err:
         results.put(("error", rank, str(err)))
         raise SystemExit(1) from err

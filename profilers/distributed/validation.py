@@ -58,7 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from profilers.distributed.comm_cpu import CommCpuFit, compute_s_per_step, fit_comm_cpu
+from profilers.distributed.comm_cpu import (
+    CommCpuFit,
+    CommThreadCpu,
+    comm_thread_cpu,
+    compute_s_per_step,
+    fit_comm_cpu,
+)
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
 from profilers.distributed.link_profile import (
@@ -427,6 +433,7 @@ def assess(
     own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
     duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
     duplex_bps = duplex_limit_bps(duplex.value, bandwidth.value)
+    comm_thread = comm_thread_cpu(measured.solo_runs, trace)
     fitting = Predictor(
         trace,
         bandwidth_bps,
@@ -439,11 +446,14 @@ def assess(
         ring_message_latency_s=ring_message_latency_s,
         flow_weight_cv_push=push_cv,
         duplex_bps=duplex_bps,
+        comm_thread_s_per_step=comm_thread.beyond_s if comm_thread is not None else 0.0,
     )
-    comm_cpu = fit_comm_cpu(
+    comm_cpu = fit_comm_cpu(  # the work at the transfers' pace, which replaces the rest
         alone,
         compute_s_per_step(trace),
-        fitting.config(Architecture.PS_ASYNC, 1, ideal=False),
+        dataclasses.replace(
+            fitting.config(Architecture.PS_ASYNC, 1, ideal=False), comm_thread_s_per_step=0.0
+        ),
     )
     cores = testbed.worker_cores(Architecture.PS_ASYNC)
     own = with_transfer_cpu(own, comm_cpu, cores)
@@ -458,7 +468,9 @@ def assess(
         )
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
     # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work the one-worker
-    # run's transfers did, per byte (ring_cpu_work_s_per_byte).
+    # run's transfers did, per byte (ring_cpu_work_s_per_byte). The ring of two nodes' own CPU
+    # time (RingGoodput.cpu_costs) is not used: its cost per message, measured alone, was 2-3x
+    # what a ring's messages cost in training, and it predicted the fit half's rings worse.
     ring_work = ring_cpu_work_s_per_byte(trace, alone) if cpu.source == "fitted" else None
     model_of = dataclasses.replace(
         fitting,
@@ -474,6 +486,7 @@ def assess(
             f"; parameter server: both directions together at most "
             f"{format_bandwidth(duplex_bps)} ({duplex.value:.3g}x one way, {duplex.source})"
         )
+    link_text += "; " + comm_thread_text(comm_thread)
     if ps_latency is not None and ps_latency.latency_s > 0:
         link_text += (
             f"; parameter server: {format_seconds(ps_latency.latency_s)} per transfer beyond "
@@ -561,6 +574,21 @@ def _link_text(
     )
 
 
+def comm_thread_text(measured: CommThreadCpu | None) -> str:
+    """Where a parameter-server prediction's CPU beside the computation came from."""
+    if measured is None:
+        return (
+            "parameter server: the workers' CPU beside their computation not charged (these "
+            "runs did not record their CPU time)"
+        )
+    return (
+        f"parameter server: each worker's communication threads "
+        f"{format_seconds(measured.beyond_s)} CPU per step beside its computation (the "
+        f"one-worker runs' {format_seconds(measured.cpu_s_per_step)} of CPU per step less the "
+        f"{format_seconds(measured.compute_s_per_step)} their trace computes)"
+    )
+
+
 def _cv_text(pull_cv: float, push_cv: float | None) -> str:
     if push_cv is None or push_cv == pull_cv:
         return f"{pull_cv:.3g}"
@@ -604,6 +632,10 @@ class Predictor:
     # A parameter server's transfers' fixed cost, fitted to the one-worker runs
     # (fit_transfer_latency), on top of latency_s for the parameter-server architectures.
     ps_latency_s: float = 0.0
+    # A parameter-server worker's CPU per step beyond its trace's computation, measured in the
+    # one-worker runs (CommThreadCpu): its communication threads' work, which workers sharing
+    # cores compete for (SimulationConfig.comm_thread_s_per_step).
+    comm_thread_s_per_step: float = 0.0
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -624,7 +656,11 @@ class Predictor:
         if ideal:
             return config
         if sim_arch == "ps":
-            config = dataclasses.replace(config, latency_s=self.latency_s + self.ps_latency_s)
+            config = dataclasses.replace(
+                config,
+                latency_s=self.latency_s + self.ps_latency_s,
+                comm_thread_s_per_step=self.comm_thread_s_per_step,
+            )
         if sim_arch == "allreduce" and self.ring is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
         elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:

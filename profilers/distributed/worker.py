@@ -164,6 +164,7 @@ class WorkerLoop:
 
     def _step(self, step: int) -> None:
         state = self.state = _StepState(step)
+        cpu0 = time.process_time()  # the whole process: the communication threads' work too
         t0 = time.perf_counter()
         if self.ps:
             self._post_pulls(state)
@@ -178,9 +179,10 @@ class WorkerLoop:
                 self._send(state, layer)
         self._finish_sends(state)
         end = time.perf_counter()
+        cpu_s = time.process_time() - cpu0
         self.state = None
         self._record_compute(step, t0, marks, state.send_call_s)
-        self.steps.append(StepRecord(self.worker, step, t0, end, loss))
+        self.steps.append(StepRecord(self.worker, step, t0, end, loss, cpu_s))
 
     def _post_pulls(self, state: _StepState) -> None:
         for layer in self.setup.param_layers:

@@ -14,7 +14,7 @@ from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
-from simcore.units import parse_bandwidth
+from simcore.units import parse_bandwidth, parse_duration
 
 MAX_CORES = 1e6  # --host-cores, --worker-cores
 
@@ -56,6 +56,13 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
         metavar="NS_PER_BYTE",
         help="CPU time a worker's transfers cost its host, ns per byte sent or received "
         "(default: --network's, else 0); needs host cores (--host-cores or the profile's)",
+    )
+    group.add_argument(
+        "--comm-thread",
+        metavar="CPU_PER_STEP",
+        help="--arch ps: CPU a worker's communication threads spend per step beyond the trace's "
+        "computation, e.g. 3ms (default 0), shared over its transfers; with --host-cores on "
+        "the cores the computation leaves, else on a core of its own (SEMANTICS.md)",
     )
 
 
@@ -116,6 +123,10 @@ def apply_host_options(
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
     }
+    if args.comm_thread is not None:
+        changes["comm_thread_s_per_step"] = parse_duration(
+            args.comm_thread, name="--comm-thread", positive=False
+        )
     check_range("--host-cores", args.host_cores, 0, MAX_CORES, low_open=True)
     check_range("--worker-cores", args.worker_cores, 0, MAX_CORES, low_open=True)
     if args.server_host is not None:

@@ -79,6 +79,7 @@ from simcore.trace.model import Trace
 from simcore.units import (
     format_bandwidth,
     format_number,
+    format_seconds,
     parse_bandwidth,
     parse_duration,
     parse_size,
@@ -535,6 +536,17 @@ def _host_lines(c: SimulationConfig) -> list[str]:
         if c.comm_cpu_s_per_byte > 0:
             cpu += f" with transfers costing {1e9 * c.comm_cpu_s_per_byte:g} ns/byte"
         lines.append(f"hosts      {c.colocated_workers} worker(s) per host{cpu}")
+    if c.comm_thread_s_per_step > 0:
+        where = (
+            "on the cores the computation leaves"
+            if c.host_cpu_cores is not None
+            else "on a core of its own"
+        )
+        cpu_s = format_seconds(c.comm_thread_s_per_step)
+        lines.append(
+            f"comm       each worker's communication threads: {cpu_s} of CPU per step beside "
+            f"the computation, {where} (--comm-thread)"
+        )
     if c.flow_cap_bps is not None:
         caps = c.flow_cap_bps if isinstance(c.flow_cap_bps, tuple) else (c.flow_cap_bps,)
         lines.append(f"flow cap   {', '.join(sorted({format_bandwidth(v) for v in caps}))}")

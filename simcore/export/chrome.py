@@ -79,7 +79,7 @@ def display_kind(op: str, kind: str) -> str:
     told apart by their id."""
     if op.startswith(("latency:", "join:")):  # a pipelined ring's join: an instant, with them
         return LATENCY
-    if op.startswith("parse:"):
+    if op.startswith(("parse:", "comm:")):  # comm: a worker's comm thread's work on a transfer
         return PARSE
     if op.startswith((f"{INTRA_REDUCE}:", f"{INTRA_BROADCAST}:")):
         return INTRA
@@ -291,9 +291,9 @@ def _place(worker: int, slot: str, arch: str) -> tuple[str, str]:
 
 
 def _base_op(op_id: str) -> str:
-    """The op a parsing, latency or join op, or a pipelined ring's message, belongs to:
-    ``latency:pull:fc`` -> ``pull:fc``, ``parse:push:fc#3`` -> ``push:fc``."""
-    for prefix in ("latency:", "parse:", "join:"):
+    """The op a parsing, latency, comm-thread or join op, or a pipelined ring's message,
+    belongs to: ``latency:pull:fc`` -> ``pull:fc``, ``parse:push:fc#3`` -> ``push:fc``."""
+    for prefix in ("latency:", "parse:", "comm:", "join:"):
         if op_id.startswith(prefix):
             op_id = op_id[len(prefix) :]
             break

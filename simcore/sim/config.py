@@ -81,6 +81,16 @@ class SimulationConfig:
         its 2(K-1) messages, the work on each message done once it has arrived, while the next
         moves, by a communication thread of the worker's own that shares the host's cores with
         the computation (``host_cpu_cores``); collectives one at a time. See SEMANTICS.md.
+    comm_thread_s_per_step : CPU seconds per worker-step that the worker's communication
+        threads spend beyond what the trace's computation ops hold (parameter server only):
+        receiving, copying and sending the layers, the kernel's network stack on the worker's
+        behalf. Shared over the step's transfers in proportion to their bytes, each share is
+        done from a push's start or from a pull's arrival, on the worker's ``comm`` slot (one
+        op at a time); with ``host_cpu_cores`` it runs on the cores the computations leave
+        (they spent the rest of the measured CPU), else on a core of its own. Nothing waits
+        for it but the end of the step: a worker alone does it while it waits for transfers,
+        workers sharing cores pay for it. Not with ``comm_cpu_s_per_byte``. 0 = none. See
+        SEMANTICS.md.
     latency_s : network latency added to each transfer (not occupying the link).
     servers : number of parameter servers M.
     placement : how layers map to servers: ``"greedy"`` (smallest load in bytes first, as
@@ -163,6 +173,7 @@ class SimulationConfig:
     parse_alpha_s_per_byte: float = 0.0
     parse_beta_s: float = 0.0
     parse_placement: str = "after"
+    comm_thread_s_per_step: float = 0.0
     latency_s: float = 0.0
     servers: int = 1
     placement: str | Mapping[str, int] = "greedy"
@@ -330,6 +341,16 @@ def _validate(config: SimulationConfig) -> None:
             f"parse_placement: 'pipelined' is for ring AllReduce (arch='allreduce'), not "
             f"arch={config.arch!r}"
         )
+    if config.comm_thread_s_per_step > 0 and config.arch != "ps":
+        raise ConfigError(
+            f"comm_thread_s_per_step: applies to a parameter server's transfers (arch='ps'), "
+            f"not arch={config.arch!r}"
+        )
+    if config.comm_thread_s_per_step > 0 and config.comm_cpu_s_per_byte > 0:
+        raise ConfigError(
+            "comm_thread_s_per_step: not with comm_cpu_s_per_byte, which models the same CPU "
+            "work at the transfers' pace; give one of them"
+        )
     if config.policy_name not in [*sharing_policy_names(), HYBRID]:
         raise ConfigError(
             f"sharing: unknown policy {config.policy_name!r}; registered: "
@@ -343,6 +364,7 @@ def _validate(config: SimulationConfig) -> None:
     for name in (
         "parse_alpha_s_per_byte",
         "parse_beta_s",
+        "comm_thread_s_per_step",
         "latency_s",
         "jitter_cv",
         "flow_weight_cv",
@@ -351,6 +373,7 @@ def _validate(config: SimulationConfig) -> None:
         _positive(name, getattr(config, name), zero_ok=True)
     check_duration_range("latency_s", config.latency_s)
     check_duration_range("parse_beta_s", config.parse_beta_s)
+    check_duration_range("comm_thread_s_per_step", config.comm_thread_s_per_step)
     if config.flow_weight_cv_push is not None:
         _positive("flow_weight_cv_push", config.flow_weight_cv_push, zero_ok=True)
     if config.duplex_bps is not None:

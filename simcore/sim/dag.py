@@ -293,6 +293,7 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
     parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
     pipelined = config.ring_pipelined
     previous: str | None = None  # the worker's last pipelined all-reduce so far
+    comm_s_per_byte = _comm_thread_s_per_byte(trace, config)
     for col, op in enumerate(trace.ops):
         if op.id in dropped:
             continue
@@ -349,12 +350,37 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
                 )
             )
             last = nodes[-1].op_id
+        if comm_s_per_byte > 0 and op.nbytes:
+            # Beside, not in the way: the step ends only once it is done, but no op waits for
+            # it. A pull's work follows its arrival (receiving, copying in); a push's starts
+            # with the push (copying out, sending), as the sender's does.
+            sent = op.resource is Resource.UPLINK
+            nodes.append(
+                _Node(
+                    f"{COMM}:{op.id}",
+                    OpKind.OTHER.value,
+                    COMM,
+                    0,
+                    0.0,
+                    -1,
+                    comm_s_per_byte * op.nbytes,
+                    [alias.get(d, d) for d in deps] if sent else [op.id],
+                )
+            )
         if intra is not None and (op.resource is Resource.DOWNLINK or ring):
             # New parameters (pulled, or all-reduced between hosts) reach the other devices.
             nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
             last = nodes[-1].op_id
         alias[op.id] = last
     return nodes, alias
+
+
+def _comm_thread_s_per_byte(trace: Trace, config: SimulationConfig) -> float:
+    """``config.comm_thread_s_per_step`` per byte a worker moves in a step (0 without transfers)."""
+    if config.comm_thread_s_per_step <= 0:
+        return 0.0
+    moved = sum(op.nbytes or 0 for op in trace.ops if op.is_communication)
+    return config.comm_thread_s_per_step / moved if moved else 0.0
 
 
 def _ring_messages(

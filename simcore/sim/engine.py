@@ -34,7 +34,7 @@ from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
 from simcore.sim.dag import COMM, CompiledDag, ring_latency_s
 from simcore.sim.flow_weights import lognormal_weights, rescaled_weights
-from simcore.sim.links import Link, LinkCounters, OrderedLink, VirtualTimeLink
+from simcore.sim.links import LeftoverLink, Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
 from simcore.sim.sharing import (
     EqualSharePolicy,
@@ -116,6 +116,7 @@ class Engine:
             self.recorder = Recorder() if config.timeline else None
             self.links = self._make_links()
             self.host_cpus = self._make_host_cpus()
+            self.comm_cpus = self._make_comm_cpus()
             # One table per (DAG, speed), shared by the workers that have them: a table per worker
             # made memory grow with W times the trace (36 KB per worker for a 43-op trace).
             tables: dict[tuple[int, float], list[list[float]]] = {}
@@ -273,6 +274,21 @@ class Engine:
 
         return [VirtualTimeLink(self.env, f"cpu[{h}]", cores, share_of_n) for h in range(cfg.hosts)]
 
+    def _make_comm_cpus(self) -> list[Link]:
+        """Per host, what a parameter-server worker's communication thread runs on when its
+        work is the CPU beyond the computation (``comm_thread_s_per_step``): the cores the
+        computations leave (SEMANTICS.md). Empty: the comm slot shares the cores alike."""
+        cfg = self.config
+        if cfg.comm_thread_s_per_step <= 0 or not self.host_cpus:
+            return []
+        cores, per_op = cfg.host_cpu_cores, cfg.worker_cores
+        assert cores is not None and per_op is not None  # host_cpus exist only then
+        out: list[Link] = []
+        for h, cpu in enumerate(self.host_cpus):
+            assert isinstance(cpu, VirtualTimeLink)  # config: not with comm_cpu_s_per_byte
+            out.append(LeftoverLink(self.env, f"comm-cpu[{h}]", cores, per_op, cpu))
+        return out
+
     def _comm_hook(self, name: str) -> Callable[[], None]:
         """The hook link ``name`` calls after each re-plan (see :meth:`_comm_load_changed`)."""
         if not RateLink.fast_paths:  # the reference: every link's wants from scratch
@@ -383,8 +399,11 @@ class Engine:
                 slots.append(DelaySlot(env, state, sid))
             elif spec.resource in (Resource.WORKER.value, COMM) and self.host_cpus:
                 # The computation and the communication thread (parse_placement="pipelined")
-                # share the host's cores alike.
-                cpu = self.host_cpus[self.config.host_of(w)]
+                # share the host's cores alike; a parameter-server worker's comm thread takes
+                # what the computations leave (comm_thread_s_per_step).
+                host = self.config.host_of(w)
+                on_leftover = spec.resource == COMM and self.comm_cpus
+                cpu = self.comm_cpus[host] if on_leftover else self.host_cpus[host]
                 cores = self.config.worker_cores
                 assert cores is not None  # host_cpus exist only then
                 slots.append(SharedComputeSlot(env, state, sid, cpu, cores))

@@ -147,6 +147,8 @@ class VirtualTimeLink(Link):
         self._heap: list[tuple[float, int, FlowOwner, float]] = []
         self._seq = 0
         self._armed_head: Any = None
+        # Called after every re-plan: a LeftoverLink of this link's capacity re-plans with it.
+        self.on_replan: Callable[[], None] | None = None
 
     def transmit(self, owner: FlowOwner, bits: float) -> None:
         if self._in_cb:
@@ -174,6 +176,11 @@ class VirtualTimeLink(Link):
             self._t = now
 
     def _replan(self) -> None:
+        self._plan()
+        if self.on_replan is not None:
+            self.on_replan()
+
+    def _plan(self) -> None:
         heap = self._heap
         if not heap:
             self._rate = self._total_rate = 0.0
@@ -217,6 +224,41 @@ class VirtualTimeLink(Link):
                 self._n -= 1
         self._armed_head = None
         self._replan()
+
+
+class LeftoverLink(VirtualTimeLink):
+    """Equal shares of what a :class:`VirtualTimeLink`'s flows leave of its capacity: flows of
+    a lower priority. Each gets ``min((capacity - foreground's total rate) / n, per_flow_cap)``;
+    none moves while the foreground takes it all. It re-plans whenever the foreground does.
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        capacity: float,
+        per_flow_cap: float,
+        foreground: VirtualTimeLink,
+    ) -> None:
+        def share_of_n(n: int) -> float:
+            left = capacity - foreground._total_rate
+            share = left / n if left > 0.0 else 0.0
+            return share if share < per_flow_cap else per_flow_cap
+
+        super().__init__(env, name, capacity, share_of_n)
+        foreground.on_replan = self._follow
+
+    def _follow(self) -> None:
+        if self._heap:  # progress at the old rate up to now, then the new rate from now on
+            self._advance(self.env.now)
+            self._plan()
+
+    def _plan(self) -> None:
+        if self._heap and self._share(self._n) <= 0.0:
+            self._rate = self._total_rate = 0.0
+            self._armed = None  # nothing moves: no departure until the foreground leaves room
+            return
+        super()._plan()
 
 
 class OrderedLink(Link):
