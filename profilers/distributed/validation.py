@@ -33,7 +33,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    rank: processor sharing of the cores, SEMANTICS.md) but each has its own link
    (``shared_nic=False``), and concurrent transfers get the measured unequal shares. For a
    parameter server it replays the profile as it ran (each worker computes as the one worker
-   did beside its own transfers); for ring AllReduce, whose one-worker run sends nothing, the
+   did beside its own transfers), and each worker's communication threads take the CPU the
+   one-worker runs used beyond that computation, on the cores the computations leave
+   (:func:`~profilers.distributed.comm_cpu.comm_thread_cpu`); for ring AllReduce, whose one-worker run sends nothing, the
    computation alone with the transfers' CPU work put on the cores beside it: per byte, what
    the one-worker run's transfers cost its computation (:func:`ring_cpu_work_s_per_byte`),
    pipelined with each all-reduce's messages (``ring_cpu_placement``;
