@@ -35,12 +35,12 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    parameter server it replays the profile as it ran (each worker computes as the one worker
    did beside its own transfers), and each worker's communication threads take the CPU the
    one-worker runs used beyond that computation, on the cores the computations leave
-   (:func:`~profilers.distributed.comm_cpu.comm_thread_cpu`); for ring AllReduce, whose one-worker run sends nothing, the
-   computation alone with the transfers' CPU work put on the cores beside it: per byte, what
-   the one-worker run's transfers cost its computation (:func:`ring_cpu_work_s_per_byte`),
-   pipelined with each all-reduce's messages (``ring_cpu_placement``;
-   :meth:`Predictor.replayed_trace` says why). *ideal*: the paper's replay of the
-   profiled step as it ran, every worker on a host of its own, equal shares.
+   (:func:`~profilers.distributed.comm_cpu.comm_thread_cpu`); for ring AllReduce, whose
+   one-worker run sends nothing, the computation alone with the transfers' CPU work put on
+   the cores beside it: per byte, what the one-worker run's transfers cost its computation
+   (:func:`ring_cpu_work_s_per_byte`), pipelined with each all-reduce's messages
+   (``ring_cpu_placement``; :meth:`Predictor.replayed_trace` says why). *ideal*: the paper's
+   replay of the profiled step as it ran, every worker on a host of its own, equal shares.
 3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
    compute per step of the W-worker run over the solo run's.
 
