@@ -193,17 +193,18 @@ def test_fit_rate_without_a_campaign_is_an_error(
     assert "--fit-rate: only with a campaign" in capsys.readouterr().err
 
 
+def shipped_runs(campaign: str, file_name: str) -> Measurements:
+    """The measurements of one file of a shipped campaign."""
+    [path] = [p for given, p in campaign_files([campaign]) if given.endswith(file_name)]
+    return load_measurements(path)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
 def test_a_parameter_servers_workers_are_charged_the_cpu_their_runs_used_beyond_the_trace() -> None:
     from profilers.distributed.config import Architecture
 
-    paths = [
-        p
-        for given, p in campaign_files(["campaign"])
-        if given.endswith("resnet8-500-layerwise.json.gz")
-    ]
-    m = load_measurements(paths[0])
+    m = shipped_runs("campaign", "resnet8-500-layerwise.json.gz")
     m = dataclasses.replace(m, points=m.points[:1])  # the predictor is what is looked at
     older = assess(m, ideal=False)  # recorded before the runner measured CPU time
     assert older.predictor is not None and older.predictor.comm_thread_s_per_step == 0.0
@@ -248,13 +249,7 @@ def test_runs_with_cpu_time_charge_what_their_one_worker_runs_used() -> None:
     for given, path in campaign_files(["campaign-2"]):
         m = load_measurements(path)
         assert all(r.cpu_s_per_step() is not None for r in m.solo_runs), given
-    m = load_measurements(
-        next(
-            p
-            for g, p in campaign_files(["campaign-2"])
-            if g.endswith("resnet8-300-layerwise.json.gz")
-        )
-    )
+    m = shipped_runs("campaign-2", "resnet8-300-layerwise.json.gz")
     m = dataclasses.replace(m, points=m.points[:1])
     report = assess(m, ideal=False)
     predictor = report.predictor
@@ -424,12 +419,7 @@ def test_the_predictions_take_the_cpu_and_the_ring_as_the_one_worker_runs_showed
 
     # mlp at 300 Mbit/s: its ring of two nodes and its one-worker runs were measured (the
     # hand-built runs above are too regular to have a message cost or CPU work to charge).
-    paths = [
-        p
-        for given, p in campaign_files(["campaign"])
-        if given.endswith("mlp-300-layerwise.json.gz")
-    ]
-    m = load_measurements(paths[0])
+    m = shipped_runs("campaign", "mlp-300-layerwise.json.gz")
     assert m.ring is not None and m.sharing is not None
     predictor = assess(m, ideal=False).predictor
     assert predictor is not None and predictor.alone is not None

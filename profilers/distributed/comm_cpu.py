@@ -148,7 +148,8 @@ def comm_thread_cpu(runs: Sequence[RunResult], trace: Trace) -> CommThreadCpu | 
     ``trace``'s computation; None when a run did not measure its CPU time (runs recorded
     before the runner did)."""
     measured = [run.cpu_s_per_step() for run in runs]
-    values = [m for m in measured if m is not None]
-    if not values or len(values) < len(measured):
+    if not measured or None in measured:
         return None
-    return CommThreadCpu(statistics.fmean(values), compute_s_per_step(trace))
+    return CommThreadCpu(
+        statistics.fmean(m for m in measured if m is not None), compute_s_per_step(trace)
+    )

@@ -43,6 +43,7 @@ from profilers.distributed.records import (
     config_to_dict,
     run_from_dict,
     run_to_dict,
+    seconds_from_json,
 )
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
@@ -284,13 +285,6 @@ def _list(value: Any, source: str, key: str) -> list[Any]:
     return value
 
 
-def _nonnegative_float(value: Any) -> float:
-    x = float(value)
-    if not x >= 0:
-        raise ValueError(f"expected a CPU time >= 0, got {value!r}")
-    return x
-
-
 def _ring_to_dict(ring: RingGoodput) -> dict[str, Any]:
     return {
         "workers": ring.workers,
@@ -308,8 +302,8 @@ def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
             tuple(int(n) for n in raw["layer_nbytes"]),
             tuple(float(t) for t in raw["times_s"]),
             None if rate is None else float(rate),
-            tuple(_nonnegative_float(t) for t in raw.get("cpu_s", ())),
-            tuple(_nonnegative_float(t) for t in raw.get("flat_cpu_s", ())),
+            tuple(seconds_from_json(t) for t in raw.get("cpu_s", ())),
+            tuple(seconds_from_json(t) for t in raw.get("flat_cpu_s", ())),
         )
     except KeyError as err:
         raise ConfigError(f"{source}: ring_goodput: missing field {err}") from None

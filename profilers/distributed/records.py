@@ -36,6 +36,7 @@ __all__ = [
     "run_from_dict",
     "run_to_dict",
     "save_run_json",
+    "seconds_from_json",
 ]
 
 RUN_SCHEMA = "sgdsim.distributed_run"
@@ -281,7 +282,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
                 float(s["start_s"]),
                 float(s["end_s"]),
                 float(s["loss"]),
-                None if s.get("cpu_s") is None else _nonnegative(s["cpu_s"]),
+                None if s.get("cpu_s") is None else seconds_from_json(s["cpu_s"]),
             )
             for s in data["steps"]
         )
@@ -297,7 +298,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         summary = (
             None
             if raw_summary is None
-            else {str(k): _nonnegative(v) for k, v in dict(raw_summary).items()}
+            else {str(k): seconds_from_json(v) for k, v in dict(raw_summary).items()}
         )
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
@@ -306,7 +307,8 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
     return RunResult(config, model_name, layer_nbytes, spans, steps, compute_summary=summary)
 
 
-def _nonnegative(value: Any) -> float:
+def seconds_from_json(value: Any) -> float:
+    """A duration read from a run file: a finite number >= 0 (ValueError otherwise)."""
     number = float(value)
     if not math.isfinite(number) or number < 0:
         raise ValueError(f"{value!r} is not a duration in seconds")

@@ -777,7 +777,7 @@ def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:
     only while a transfer runs (``comm_cpu_s_per_byte``), reproduces; the one-worker run holds
     it, since there the transfers' work could only slow the computation.
     """
-    moved = sum(op.nbytes or 0 for op in trace.ops if op.is_communication)
+    moved = trace.transfer_nbytes
     if moved <= 0:
         return 0.0
     extra = compute_s_per_step(trace) - compute_s_per_step(alone)

@@ -379,7 +379,7 @@ def _comm_thread_s_per_byte(trace: Trace, config: SimulationConfig) -> float:
     """``config.comm_thread_s_per_step`` per byte a worker moves in a step (0 without transfers)."""
     if config.comm_thread_s_per_step <= 0:
         return 0.0
-    moved = sum(op.nbytes or 0 for op in trace.ops if op.is_communication)
+    moved = trace.transfer_nbytes
     return config.comm_thread_s_per_step / moved if moved else 0.0
 
 

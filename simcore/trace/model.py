@@ -213,6 +213,11 @@ class Trace:
     def param_count(self) -> int:
         return sum(layer.param_count for layer in self.layers)
 
+    @property
+    def transfer_nbytes(self) -> int:
+        """Bytes a worker's transfers move per step (its communication ops' sizes)."""
+        return sum(op.nbytes or 0 for op in self.ops if op.is_communication)
+
     def ops_of_kind(self, kind: OpKind) -> tuple[Op, ...]:
         return tuple(op for op in self.ops if op.kind is kind)
 
