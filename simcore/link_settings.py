@@ -81,6 +81,15 @@ class LinkSettings:
             return None
         return self.ring.nearest(workers)
 
+    def ring_terms(self, config: SimulationConfig) -> RingGoodput | None:
+        """The profile's ring effect when the simulator's ring of ``config`` uses its cost per
+        message (and CPU per byte) rather than its goodput: arch allreduce, a profile of
+        version 3 or later, and the bandwidth from that profile."""
+        ring = self.ring if config.arch == "allreduce" else None
+        if ring is None or ring.message_latency_s is None:
+            return None
+        return ring if self.bandwidth_bps.source == self.profile else None
+
     def duplex_applies(self, config: SimulationConfig) -> bool:
         """Whether a duplex limit applies to ``config``: one parameter server's link."""
         return config.arch == "ps" and config.servers == 1
@@ -108,8 +117,11 @@ class LinkSettings:
             "bandwidth_bps": self.bandwidth_bps.value,
             "latency_s": self.latency_s.value,
         }
+        terms = self.ring_terms(config)
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
-        if ring is not None:
+        if terms is not None:
+            changes.update(self._ring_changes(terms, config))
+        elif ring is not None:
             changes["bandwidth_bps"] = ring[1]
         cv, push = self.flow_weight_cv, self.flow_weight_cv_push
         if push is not None and self.weights_apply(config):  # the directions measured apart
@@ -132,7 +144,9 @@ class LinkSettings:
                 f"{what}"
             )
         cpu = self.comm_cpu_s_per_byte
-        if cpu.value > 0:
+        # A ring's own CPU per byte (the profile's ring terms) replaces the transfers' cost.
+        ring_cpu = terms is not None and terms.cpu_s_per_byte is not None and not cpu.is_option
+        if cpu.value > 0 and not ring_cpu:
             cores = config.host_cpu_cores
             if cores is None:
                 cores = self.host_cpu_cores.value
@@ -143,6 +157,36 @@ class LinkSettings:
                 )
             changes.update(comm_cpu_s_per_byte=cpu.value, host_cpu_cores=cores)
         return dataclasses.replace(config, **changes)
+
+    def _ring_changes(self, terms: RingGoodput, config: SimulationConfig) -> dict[str, Any]:
+        """A ring's fixed cost per message (unless ``--latency`` was given) and its CPU per
+        byte, as the validation predicts rings: the work on each message once it has arrived,
+        on a thread of the worker's that shares the host's cores (``parse_placement=
+        "pipelined"``), unless ``--comm-cpu`` or a parsing cost was given."""
+        changes: dict[str, Any] = {}
+        if not self.latency_s.is_option:
+            changes["latency_s"] = terms.message_latency_s
+        own_parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
+        cpu = terms.cpu_s_per_byte
+        if cpu and config.workers > 1 and not own_parse and not self.comm_cpu_s_per_byte.is_option:
+            # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes; the simulator
+            # charges the parsing cost per byte of the layer.
+            changes["parse_alpha_s_per_byte"] = _ring_parse_alpha(cpu, config.workers)
+            changes["parse_placement"] = "pipelined"
+            cores = config.host_cpu_cores
+            if cores is None:
+                cores = self.host_cpu_cores.value
+            if cores is not None:
+                changes["host_cpu_cores"] = cores
+        return changes
+
+    def _ring_cpu_used(self, config: SimulationConfig) -> bool:
+        """Whether ``config`` (as :meth:`apply` made it) charges the profile's ring CPU."""
+        terms = self.ring_terms(config)
+        if terms is None or not terms.cpu_s_per_byte or config.workers < 2:
+            return False
+        alpha = _ring_parse_alpha(terms.cpu_s_per_byte, config.workers)
+        return config.parse_placement == "pipelined" and config.parse_alpha_s_per_byte == alpha
 
     def describe(self, config: SimulationConfig) -> str:
         """One line: the link ``config`` (as :meth:`apply` made it) uses, and where each value
@@ -167,7 +211,13 @@ class LinkSettings:
     def _link_text(self, config: SimulationConfig) -> str:
         bandwidth, latency = self.bandwidth_bps, self.latency_s
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
-        if ring is not None:
+        terms = self.ring_terms(config)
+        if terms is not None and not latency.is_option:
+            return (
+                f"{format_bandwidth(bandwidth.value)} + {format_seconds(config.latency_s)} per "
+                f"ring AllReduce message, 2(W-1) per all-reduce ({self.profile})"
+            )
+        if ring is not None and terms is None:
             rate = (
                 f"{format_bandwidth(ring[1])} ring AllReduce goodput measured at W={ring[0]}"
                 f" ({self.profile})"
@@ -192,6 +242,14 @@ class LinkSettings:
 
     def _cpu_text(self, config: SimulationConfig) -> str:
         cpu = self.comm_cpu_s_per_byte
+        terms = self.ring_terms(config)
+        if self._ring_cpu_used(config):
+            assert terms is not None and terms.cpu_s_per_byte is not None  # used
+            where = f" on {config.host_cpu_cores:g} cores" if config.host_cpu_cores else ""
+            return (
+                f"ring CPU {terms.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received, on "
+                f"each message as it arrives{where} ({self.profile})"
+            )
         if cpu.value <= 0:
             return "transfer CPU off" + _unless_default(cpu)
         cores = config.host_cpu_cores
@@ -230,6 +288,7 @@ class LinkSettings:
     def to_dict(self, config: SimulationConfig) -> dict[str, Any]:
         """The JSON form: every value with its source, what ``config`` used, and the note."""
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        terms = self.ring_terms(config)
         return {
             "bandwidth_bps": self.bandwidth_bps.to_dict(),
             "latency_s": self.latency_s.to_dict(),
@@ -253,11 +312,23 @@ class LinkSettings:
                 "used": config.duplex_bps is not None,
             },
             "ring_bandwidth_bps": None
-            if ring is None
+            if ring is None or terms is not None
             else {"value": ring[1], "workers_measured": ring[0], "source": self.profile},
+            "ring_message_latency_s": None
+            if terms is None or self.latency_s.is_option
+            else {"value": terms.message_latency_s, "source": self.profile},
+            "ring_cpu_s_per_byte": None
+            if not self._ring_cpu_used(config)
+            else {"value": terms and terms.cpu_s_per_byte, "source": self.profile},
             "profile": self.profile,
             "note": self.note,
         }
+
+
+def _ring_parse_alpha(s_per_byte: float, workers: int) -> float:
+    """The simulator's parsing cost per byte of a layer for a ring rank's CPU ``s_per_byte``
+    per byte it sends or receives: each sends and receives 2(W-1)/W of the layer's bytes."""
+    return s_per_byte * 4 * (workers - 1) / workers
 
 
 def _cpu_phrase(cost: Sourced[float], cores: float | None, cores_source: str) -> str:

@@ -11,8 +11,10 @@ made by ``profilers.netprofile``.
 
 Version 2 adds the link's measured effects (:mod:`simcore.network_effects`), each optional: how
 unevenly concurrent flows share the link, the transfers' CPU cost per byte, a ring AllReduce's
-goodput per W, and what a server's link carries both ways at once. A version 1 file still
-loads; :func:`profile_note` says what it lacks.
+goodput per W, and what a server's link carries both ways at once. Version 3 adds two optional
+terms to the ring effect (:class:`RingGoodput`): a ring's fixed cost per message and its CPU per
+byte, which ``sgdsim validate --save-network`` records. Files of versions 1 and 2 still load;
+:func:`profile_note` says what they lack.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ __all__ = [
 ]
 
 SCHEMA_NAME = "sgdsim.network"
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
 
 _REGENERATE_HINT = "re-measure it with `sgdsim network measure` (see simcore/data/network)"
 
@@ -88,7 +90,8 @@ class NetworkProfile:
     transfer_cpu : TransferCpu or None
         The transfers' CPU cost per byte and the host's cores; None: not measured.
     ring_goodput : RingGoodput or None
-        A ring AllReduce's goodput per W; None: not measured.
+        A ring AllReduce's goodput per W (and, from version 3, its cost per message and CPU per
+        byte); None: not measured.
     duplex : Duplex or None
         What a server's link carries both ways at once, over one way; None: not measured.
     source : str
@@ -290,7 +293,14 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
     ring = profile.ring_goodput
     if ring is not None:
         points = ", ".join(f"W={w} {format_bandwidth(bps)}" for w, bps in ring.points)
-        lines.append(f"ring AllReduce goodput {points}" + _how(ring.method, ring.created_utc))
+        terms = ""
+        if ring.message_latency_s is not None:
+            terms += f"; {format_seconds(ring.message_latency_s)} per message"
+        if ring.cpu_s_per_byte is not None:
+            terms += f", CPU {ring.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received"
+        lines.append(
+            f"ring AllReduce goodput {points}{terms}" + _how(ring.method, ring.created_utc)
+        )
     duplex = profile.duplex
     if duplex is not None:
         lines.append(

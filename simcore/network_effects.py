@@ -119,11 +119,21 @@ class TransferCpu:
 @dataclass(frozen=True)
 class RingGoodput:
     """A ring AllReduce's goodput per number of ranks: ``points`` are ``(workers, bit/s)``,
-    ascending in workers."""
+    ascending in workers.
+
+    Two optional terms (schema version 3) describe the ring as the validation predicts it, in
+    place of the goodput, which folds a ring's per-message cost into a rate and so cannot carry
+    it from the W measured to another: ``message_latency_s``, each of a ring's 2(W-1) messages
+    per all-reduce's fixed cost beyond its bytes at the profile's bandwidth (measured with the
+    smallest W); ``cpu_s_per_byte``, the CPU a rank spends per byte it sends or receives (the
+    copies, the reduction, the network stack), done beside the messages on its host's cores.
+    """
 
     points: tuple[tuple[int, float], ...]
     method: str = ""
     created_utc: str = ""
+    message_latency_s: float | None = None
+    cpu_s_per_byte: float | None = None
 
     def nearest(self, workers: int) -> tuple[int, float]:
         """The measured ``(W, bit/s)`` for ``workers``, else the nearest W measured (ties: the
@@ -166,6 +176,9 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
         data = {"ratio": effect.ratio}
     else:
         data = {"points": [{"workers": w, "goodput_bps": bps} for w, bps in effect.points]}
+        for key in ("message_latency_s", "cpu_s_per_byte"):
+            if getattr(effect, key) is not None:
+                data[key] = getattr(effect, key)
     data["method"] = effect.method
     data["created_utc"] = effect.created_utc
     return data
@@ -202,7 +215,17 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
             positive,
         )
         return Duplex(ratio, method, created)
-    return RingGoodput(_ring_points(check, data, where), method, created)
+    return RingGoodput(
+        _ring_points(check, data, where),
+        method,
+        created,
+        check.optional_number(
+            data, "message_latency_s", where, ">= 0 (seconds per message)", non_negative
+        ),
+        check.optional_number(
+            data, "cpu_s_per_byte", where, ">= 0 (CPU seconds per byte)", non_negative
+        ),
+    )
 
 
 def _ring_points(

@@ -344,5 +344,119 @@ def test_validate_saves_what_it_measured_as_a_profile_the_others_read(
     assert profile.flow_sharing is not None and profile.ring_goodput is not None
     assert profile.flow_sharing.weight_cv == measured.sharing.weight_cv()
     assert profile.ring_goodput.points == ((2, measured.ring.goodput_bps()),)
+    # the ring's terms as the validation's ring predictions use them
+    bandwidth = measured.sharing.goodput_bps()
+    assert profile.ring_goodput.message_latency_s == measured.ring.message_latency_s(bandwidth)
+    assert profile.ring_goodput.cpu_s_per_byte is not None
+    assert profile.ring_goodput.cpu_s_per_byte >= 0
     assert main([*args]) == 1  # it is not overwritten without --force
     assert "already exists" in capsys.readouterr().err
+
+
+# --- a ring's cost per message and CPU per byte (profile version 3) ---------------------------
+
+MESSAGE_S, RING_CPU = 400e-6, 3e-9
+
+
+@pytest.fixture()
+def ring_terms_path(tmp_path: Path) -> Path:
+    """veth-1gbit's fit with a ring measured the way `sgdsim validate --save-network` records
+    it: the goodput, the fixed cost per message and the CPU per byte."""
+    measured = dataclasses.replace(
+        load_network_profile("veth-1gbit"),
+        transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
+        ring_goodput=RingGoodput(
+            RING, method="test", message_latency_s=MESSAGE_S, cpu_s_per_byte=RING_CPU
+        ),
+    )
+    return save_network_profile(measured, tmp_path / "ring.json")
+
+
+def ring_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    return simulate_json(capsys, "--arch", "allreduce", "--colocated", "3", *args)
+
+
+def test_a_ring_uses_the_profiles_cost_per_message_and_cpu_per_byte(
+    capsys: pytest.CaptureFixture[str], ring_terms_path: Path
+) -> None:
+    profile = load_network_profile(ring_terms_path)
+    doc = ring_json(capsys, "--network", str(ring_terms_path), "--own-nics")
+    config = doc["config"]
+    # the link's one-flow bandwidth, not the goodput of a ring of two, which folds the
+    # messages into a rate
+    assert config["bandwidth_bps"] == profile.bandwidth_bps
+    assert config["latency_s"] == MESSAGE_S
+    # 2(W-1)/W of a layer's bytes sent and as many received, at the CPU per byte
+    assert config["parse_alpha_s_per_byte"] == pytest.approx(RING_CPU * 4 * 2 / 3)
+    assert config["parse_placement"] == "pipelined"
+    assert config["host_cpu_cores"] == CORES  # the profile's host, no --host-cores given
+    assert config["comm_cpu_s_per_byte"] == 0.0  # the ring's own CPU replaces the transfers'
+    assert config["shared_nic"] is False
+    link = doc["link"]
+    assert link["ring_message_latency_s"] == {"value": MESSAGE_S, "source": str(ring_terms_path)}
+    assert link["ring_cpu_s_per_byte"] == {"value": RING_CPU, "source": str(ring_terms_path)}
+    assert link["ring_bandwidth_bps"] is None
+
+
+def test_the_ring_terms_say_where_they_came_from(
+    capsys: pytest.CaptureFixture[str], ring_terms_path: Path
+) -> None:
+    name = str(ring_terms_path)
+    args = ["simulate", "cnn-b32", "--workers", "3", "--arch", "allreduce", *RUN]
+    assert main([*args, "--network", name, "--host-cores", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"920 Mbit/s + 400 us per ring AllReduce message, 2(W-1) per all-reduce ({name})" in out
+    cpu = "ring CPU 3 ns per byte sent or received, on each message as it arrives on 2 cores"
+    assert f"{cpu} ({name})" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "key", "expected"),
+    [
+        ("--latency", "1ms", "latency_s", 1e-3),  # instead of the cost per message
+        ("--comm-cpu", "10", "comm_cpu_s_per_byte", 10e-9),  # the transfers' cost, not the ring's
+        ("--parse-alpha", "1e-9", "parse_alpha_s_per_byte", 1e-9),
+    ],
+)
+def test_options_beat_the_ring_terms(
+    capsys: pytest.CaptureFixture[str],
+    ring_terms_path: Path,
+    option: str,
+    value: str,
+    key: str,
+    expected: float,
+) -> None:
+    config = ring_json(capsys, "--network", str(ring_terms_path), option, value)["config"]
+    assert config[key] == pytest.approx(expected)
+    if option == "--comm-cpu":
+        assert config["parse_alpha_s_per_byte"] == 0.0
+
+
+def test_the_ring_terms_leave_other_architectures_and_profiles_alone(
+    capsys: pytest.CaptureFixture[str], ring_terms_path: Path, profile_path: Path
+) -> None:
+    profile = load_network_profile(ring_terms_path)
+    ps = simulate_json(capsys, "--network", str(ring_terms_path))["config"]
+    assert ps["latency_s"] == profile.latency_s
+    assert ps["parse_alpha_s_per_byte"] == 0.0
+    assert ps["comm_cpu_s_per_byte"] == S_PER_BYTE
+    one = simulate_json(
+        capsys, "--network", str(ring_terms_path), "--arch", "allreduce", "--workers", "1"
+    )["config"]
+    assert one["parse_alpha_s_per_byte"] == 0.0  # one participant exchanges nothing
+    # a version 2 ring: its goodput at the nearest W measured, as before
+    old = ring_json(capsys, "--network", str(profile_path))["config"]
+    assert old["bandwidth_bps"] == dict(RING)[4]
+    assert old["parse_alpha_s_per_byte"] == 0.0
+
+
+def test_own_nics_give_colocated_workers_a_link_each(capsys: pytest.CaptureFixture[str]) -> None:
+    """Three ring workers on one host: sharing its NIC, each gets a third of it; on links of
+    their own, they run as three hosts do (the computation aside, which is not shared here)."""
+    args = ["--arch", "allreduce", "--bandwidth", "100Mbps"]
+    shared = ring_json(capsys, *args)
+    own = ring_json(capsys, *args, "--own-nics")
+    hosts = simulate_json(capsys, *args)
+    assert shared["config"]["shared_nic"] is True and own["config"]["shared_nic"] is False
+    assert own["examples_per_s"]["value"] == pytest.approx(hosts["examples_per_s"]["value"])
+    assert shared["examples_per_s"]["value"] < 0.6 * own["examples_per_s"]["value"]

@@ -188,7 +188,11 @@ def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         ("latency_s", -1e-6, "field 'latency_s' must be a finite number >= 0"),
         ("latency_s", DELETE, "missing required field 'latency_s'"),
         ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
-        ("schema_version", 3, r"version 3 is not supported; this sgdsim reads version\(s\) 1, 2"),
+        (
+            "schema_version",
+            4,
+            r"version 4 is not supported; this sgdsim reads version\(s\) 1, 2, 3",
+        ),
         ("schema_version", DELETE, "missing required field 'schema_version'"),
         ("schema", "sgdsim.trace", "field 'schema': expected 'sgdsim.network'"),
         ("host", 3, "field 'host' must be a string, got 3"),
@@ -209,18 +213,22 @@ def test_validation_names_the_field(
 EFFECTS = {
     "flow_sharing": FlowSharing(0.26, pull_cv=0.3, push_cv=0.2, fcfs_index=0.1, method="m1"),
     "transfer_cpu": TransferCpu(38e-9, 2.0, method="m2", created_utc="2026-01-01T00:00:00+00:00"),
-    "ring_goodput": RingGoodput(((2, 9e8), (4, 8e8)), method="m3"),
+    "ring_goodput": RingGoodput(
+        ((2, 9e8), (4, 8e8)), method="m3", message_latency_s=4e-4, cpu_s_per_byte=3e-9
+    ),
     "duplex": Duplex(1.6, method="m4"),
 }
 
 
-def test_v2_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path) -> None:
+def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path) -> None:
     full = dataclasses.replace(profile, **EFFECTS)  # type: ignore[arg-type]
     assert full.lacks == ()
     assert profile_note(full) == ""
-    path = save_network_profile(full, tmp_path / "v2.json")
+    path = save_network_profile(full, tmp_path / "v3.json")
     doc = json.loads(path.read_text())
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
+    assert doc["ring_goodput"]["message_latency_s"] == 4e-4
+    assert doc["ring_goodput"]["cpu_s_per_byte"] == 3e-9
     assert doc["transfer_cpu"] == {
         "s_per_byte": 38e-9,
         "host_cpu_cores": 2.0,
@@ -233,6 +241,18 @@ def test_v2_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: P
     assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
     assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
+    assert "W=4 800 Mbit/s; 400 us per message, CPU 3 ns per byte sent or received; m3" in table
+
+
+def test_v2_ring_goodput_loads_without_the_ring_terms(doc: dict[str, Any]) -> None:
+    v2 = {
+        **doc,
+        "schema_version": 2,
+        "ring_goodput": {"points": [{"workers": 2, "goodput_bps": 9e8}]},
+    }
+    ring = network_profile_from_dict(v2, "v2.json").ring_goodput
+    assert ring is not None and ring.points == ((2, 9e8),)
+    assert ring.message_latency_s is None and ring.cpu_s_per_byte is None
 
 
 def test_each_effect_is_optional(profile: NetworkProfile) -> None:
@@ -277,6 +297,16 @@ def test_v1_profile_cannot_carry_effects(doc: dict[str, Any]) -> None:
             "ring_goodput",
             {"points": [{"workers": 2, "goodput_bps": 1}, {"workers": 2, "goodput_bps": 2}]},
             r"points\[1\]: workers 2 appears twice",
+        ),
+        (
+            "ring_goodput",
+            {"points": [{"workers": 2, "goodput_bps": 1}], "message_latency_s": -1e-3},
+            r"field 'ring_goodput': field 'message_latency_s' must be a finite number >= 0",
+        ),
+        (
+            "ring_goodput",
+            {"points": [{"workers": 2, "goodput_bps": 1}], "cpu_s_per_byte": "fast"},
+            r"field 'ring_goodput': field 'cpu_s_per_byte' must be",
         ),
     ],
 )

@@ -31,6 +31,7 @@ __all__ = [
     "comm_thread_cpu",
     "compute_s_per_step",
     "fit_comm_cpu",
+    "ring_cpu_work_s_per_byte",
     "simulated_compute_s_per_step",
 ]
 
@@ -153,3 +154,21 @@ def comm_thread_cpu(runs: Sequence[RunResult], trace: Trace) -> CommThreadCpu | 
     return CommThreadCpu(
         statistics.fmean(m for m in measured if m is not None), compute_s_per_step(trace)
     )
+
+
+def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:
+    """The CPU work a worker's transfers cost per byte it sends or receives, from its one-worker
+    parameter-server run: that run's computation per step beside its transfers (``trace``) less
+    the computation alone (``alone``), over the bytes it pulled and pushed per step.
+
+    What a ring's workers then pay, per byte they send or receive, on their own cores: the
+    copies, the reduction, the network stack. On the 2-core VM the rings ran short of CPU with
+    two to four workers (examples/s flat in W), which this work, counted in full rather than
+    only while a transfer runs (``comm_cpu_s_per_byte``), reproduces; the one-worker run holds
+    it, since there the transfers' work could only slow the computation.
+    """
+    moved = trace.transfer_nbytes
+    if moved <= 0:
+        return 0.0
+    extra = compute_s_per_step(trace) - compute_s_per_step(alone)
+    return max(extra, 0.0) / moved

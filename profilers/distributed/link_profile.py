@@ -16,7 +16,7 @@ import dataclasses
 import socket
 from datetime import datetime, timezone
 
-from profilers.distributed.comm_cpu import CommCpuFit
+from profilers.distributed.comm_cpu import CommCpuFit, ring_cpu_work_s_per_byte
 from profilers.distributed.measurements import Measurements
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
@@ -45,11 +45,18 @@ def effective_bandwidth_bps(trace: Trace) -> float:
     return bits / busy
 
 
-def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkProfile:
+def measured_network_profile(
+    measured: Measurements, trace: Trace, alone: Trace | None = None
+) -> NetworkProfile:
     """The link as the validation measured it: on the testbed one flow's goodput, the flows'
     unequal shares, the ring's goodput and the duplex goodput; on loopback the bandwidth fitted
     to the solo run's transfers (``trace``) and nothing else. No latency (the validation does
-    not measure one) and no CPU cost yet (:func:`with_transfer_cpu` adds the fit)."""
+    not measure one) and no CPU cost yet (:func:`with_transfer_cpu` adds the fit).
+
+    On the testbed the ring effect also carries what the validation's ring predictions use:
+    the ring of two nodes' fixed cost per message beyond its bytes at one flow's goodput and,
+    given the computation alone (``alone``), the CPU work per byte of the one-worker run's
+    transfers (:func:`~profilers.distributed.comm_cpu.ring_cpu_work_s_per_byte`)."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sharing, rate = measured.sharing, measured.link_rate_bps
     where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
@@ -65,10 +72,23 @@ def measured_network_profile(measured: Measurements, trace: Trace) -> NetworkPro
         )
     ring = None
     if measured.ring is not None:
+        method = f"profilers.distributed.ring_goodput of the model's layers ({where})"
+        latency = cpu = None
+        if sharing is not None:
+            latency = measured.ring.message_latency_s(sharing.goodput_bps())
+            method += "; cost per message: its time beyond the bytes at one flow's goodput"
+        if sharing is not None and alone is not None:
+            cpu = ring_cpu_work_s_per_byte(trace, alone)
+            method += (
+                "; CPU per byte: the one-worker run's computation beside its transfers, less "
+                "alone, per byte moved (profilers.distributed.comm_cpu)"
+            )
         ring = RingGoodput(
             ((measured.ring.workers, measured.ring.goodput_bps()),),
-            method=f"profilers.distributed.ring_goodput of the model's layers ({where})",
+            method=method,
             created_utc=now,
+            message_latency_s=latency,
+            cpu_s_per_byte=cpu,
         )
     duplex = None
     if measured.duplex is not None:

@@ -66,6 +66,7 @@ from profilers.distributed.comm_cpu import (
     comm_thread_cpu,
     compute_s_per_step,
     fit_comm_cpu,
+    ring_cpu_work_s_per_byte,
 )
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
@@ -402,7 +403,7 @@ def assess(
     trace = pooled_trace(measured.solo_runs)
     alone = with_compute_of(trace, measured.alone_runs)
     given = link or LinkSettings(Sourced(0.0))
-    own = measured_network_profile(measured, trace)  # what this validation measured
+    own = measured_network_profile(measured, trace, alone)  # what this validation measured
     ring_bandwidth_bps = None
     ring_message_latency_s = None
     if given.bandwidth_bps.source != DEFAULT_SOURCE:
@@ -414,10 +415,14 @@ def assess(
         bandwidth = Sourced(own.bandwidth_bps, what)
         if own.ring_goodput is not None:
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
-        if measured.ring is not None and sharing is not None:
-            ring_message_latency_s = measured.ring.message_latency_s(own.bandwidth_bps)
+            ring_message_latency_s = own.ring_goodput.message_latency_s
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
+    given_ring_cpu = None
+    if ring is not None and ring.message_latency_s is not None:
+        # A profile's ring terms (version 3), as `sgdsim simulate --network` applies them.
+        ring_message_latency_s, given_ring_cpu = ring.message_latency_s, ring.cpu_s_per_byte
+        ring = None
     own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
     weight_cv = _measured_unless_given(given.flow_weight_cv, own_cv, "measured")
     # Each direction its own spread, as `sgdsim simulate --network` applies a profile's: the
@@ -473,7 +478,10 @@ def assess(
     # run's transfers did, per byte (ring_cpu_work_s_per_byte). The ring of two nodes' own CPU
     # time (RingGoodput.cpu_costs) is not used: its cost per message, measured alone, was 2-3x
     # what a ring's messages cost in training, and it predicted the fit half's rings worse.
-    ring_work = ring_cpu_work_s_per_byte(trace, alone) if cpu.source == "fitted" else None
+    ring_work = None
+    if cpu.source == "fitted":
+        ring_work = ring_cpu_work_s_per_byte(trace, alone)
+        ring_work = given_ring_cpu if given_ring_cpu is not None else ring_work
     model_of = dataclasses.replace(
         fitting,
         alone=alone,
@@ -764,24 +772,6 @@ class Predictor:
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
         )
-
-
-def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:
-    """The CPU work a worker's transfers cost per byte it sends or receives, from its one-worker
-    parameter-server run: that run's computation per step beside its transfers (``trace``) less
-    the computation alone (``alone``), over the bytes it pulled and pushed per step.
-
-    What a ring's workers then pay, per byte they send or receive, on their own cores: the
-    copies, the reduction, the network stack. On the 2-core VM the rings ran short of CPU with
-    two to four workers (examples/s flat in W), which this work, counted in full rather than
-    only while a transfer runs (``comm_cpu_s_per_byte``), reproduces; the one-worker run holds
-    it, since there the transfers' work could only slow the computation.
-    """
-    moved = trace.transfer_nbytes
-    if moved <= 0:
-        return 0.0
-    extra = compute_s_per_step(trace) - compute_s_per_step(alone)
-    return max(extra, 0.0) / moved
 
 
 STEP_QUANTILES = (0.05, 0.5, 0.95)

@@ -42,6 +42,13 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
         "--colocated", type=int, default=1, help="worker processes per host (default 1)"
     )
     group.add_argument(
+        "--own-nics",
+        action="store_true",
+        help="co-located workers each have a network link of their own (a VM or container "
+        "per worker with its own virtual NIC, the emulated cluster of `sgdsim validate "
+        "--testbed`); by default they share their host's NIC",
+    )
+    group.add_argument(
         "--host-cores",
         type=float,
         help="CPU cores per host, shared by them (default: none shared; with a transfer CPU "
@@ -122,6 +129,7 @@ def apply_host_options(
         "colocated_workers": args.colocated,
         "host_cpu_cores": args.host_cores,
         "worker_cpu_cores": args.worker_cores,
+        "shared_nic": not args.own_nics,
     }
     if args.comm_thread is not None:
         changes["comm_thread_s_per_step"] = parse_duration(

@@ -51,7 +51,7 @@ OPTION_OF: dict[str, str] = {
     "colocated_workers": "--colocated",
     "host_cpu_cores": "--host-cores",
     "worker_cpu_cores": "--worker-cores",
-    "shared_nic": "--topology",  # only a host type file sets it
+    "shared_nic": "--own-nics",
     "flow_weight_cv": "--flow-weight-cv",
     "flow_weight_cv_push": "--flow-weight-cv",
     "duplex_bps": "--duplex",
