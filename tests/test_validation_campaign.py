@@ -482,3 +482,28 @@ def test_simulate_with_the_saved_network_predicts_a_ring_as_the_validation_does(
         assert main(args) == 0
         simulated = output(capsys.readouterr().out)["points"][0]["examples_per_s"]["value"]
         assert simulated == pytest.approx(point.simulated, rel=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("campaign" not in shipped_campaigns(), reason="no campaign shipped")
+def test_a_validation_predicts_the_same_from_the_network_profile_it_saved(tmp_path: Path) -> None:
+    """Everything the predictions took from the link travels in the saved profile: the fitted
+    latency of a parameter server's transfers (2-3 ms for resnet8's 38 small transfers), the
+    ring's cost per message and CPU per byte; `validate --network` on it predicts the same."""
+    import argparse
+
+    from simcore.cli.link_options import link_settings
+    from simcore.network_io import load_network_profile
+
+    m = shipped_runs("campaign", "resnet8-500-layerwise.json.gz")
+    m = dataclasses.replace(m, points=tuple(p for p in m.points if p.workers == 3))
+    own = assess(m, ideal=False)
+    assert own.network is not None and own.predictor is not None
+    assert own.network.latency_s == own.predictor.ps_latency_s > 1e-3
+    saved = save_network_profile(own.network, tmp_path / "link.json")
+    assert load_network_profile(saved).latency_s == own.network.latency_s
+    again = assess(m, ideal=False, link=link_settings(argparse.Namespace(network=str(saved))))
+    assert [p.simulated for p in again.points] == pytest.approx(
+        [p.simulated for p in own.points], rel=1e-9
+    )
+    assert f"({saved})" in again.link_text

@@ -18,13 +18,19 @@ from datetime import datetime, timezone
 
 from profilers.distributed.comm_cpu import CommCpuFit, ring_cpu_work_s_per_byte
 from profilers.distributed.measurements import Measurements
+from profilers.distributed.transfer_latency import LatencyFit
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
 from simcore.network_effects import Duplex, FlowSharing, RingGoodput, TransferCpu
 from simcore.trace.model import OpKind, Trace
 from simcore.units import format_bandwidth
 
-__all__ = ["effective_bandwidth_bps", "measured_network_profile", "with_transfer_cpu"]
+__all__ = [
+    "effective_bandwidth_bps",
+    "measured_network_profile",
+    "with_transfer_cpu",
+    "with_transfer_latency",
+]
 
 
 def effective_bandwidth_bps(trace: Trace) -> float:
@@ -50,8 +56,8 @@ def measured_network_profile(
 ) -> NetworkProfile:
     """The link as the validation measured it: on the testbed one flow's goodput, the flows'
     unequal shares, the ring's goodput and the duplex goodput; on loopback the bandwidth fitted
-    to the solo run's transfers (``trace``) and nothing else. No latency (the validation does
-    not measure one) and no CPU cost yet (:func:`with_transfer_cpu` adds the fit).
+    to the solo run's transfers (``trace``) and nothing else. No latency and no CPU cost yet
+    (:func:`with_transfer_latency` and :func:`with_transfer_cpu` add the fits).
 
     On the testbed the ring effect also carries what the validation's ring predictions use:
     the ring of two nodes' fixed cost per message beyond its bytes at one flow's goodput and,
@@ -127,3 +133,19 @@ def with_transfer_cpu(profile: NetworkProfile, fit: CommCpuFit, cores: float) ->
         created_utc=profile.created_utc,
     )
     return dataclasses.replace(profile, transfer_cpu=cost)
+
+
+def with_transfer_latency(profile: NetworkProfile, fit: LatencyFit) -> NetworkProfile:
+    """``profile`` with the fitted latency of a parameter server's transfers as its latency: what
+    `sgdsim simulate --network` then adds to each transfer, as the validation's predictions do
+    (a ring with the profile's cost per message uses that instead)."""
+    how = (
+        f"latency: what a transfer took beyond its bytes in the one-worker parameter-server "
+        f"runs ({fit.measured_step_s:.4g} s per step measured, {fit.replayed_step_s:.4g} s "
+        "replayed; profilers.distributed.transfer_latency)"
+    )
+    return dataclasses.replace(
+        profile,
+        latency_s=fit.latency_s,
+        method=profile.method.replace("latency not measured", how),
+    )

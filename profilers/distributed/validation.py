@@ -74,6 +74,7 @@ from profilers.distributed.link_profile import (
     effective_bandwidth_bps,
     measured_network_profile,
     with_transfer_cpu,
+    with_transfer_latency,
 )
 from profilers.distributed.measurements import MeasuredPoint, Measurements
 from profilers.distributed.records import RunResult, SlowdownReport
@@ -418,10 +419,14 @@ def assess(
             ring_message_latency_s = own.ring_goodput.message_latency_s
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
+    if given.latency_s.is_option:
+        ring_message_latency_s = None  # --latency for every message, as simulate does
     given_ring_cpu = None
     if ring is not None and ring.message_latency_s is not None:
         # A profile's ring terms (version 3), as `sgdsim simulate --network` applies them.
-        ring_message_latency_s, given_ring_cpu = ring.message_latency_s, ring.cpu_s_per_byte
+        given_ring_cpu = ring.cpu_s_per_byte
+        if not given.latency_s.is_option:
+            ring_message_latency_s = ring.message_latency_s
         ring = None
     own_cv = own.flow_sharing.weight_cv if own.flow_sharing is not None else 0.0
     weight_cv = _measured_unless_given(given.flow_weight_cv, own_cv, "measured")
@@ -473,15 +478,18 @@ def assess(
         ps_latency = fit_transfer_latency(
             trace, solo_step_s, fitting.config(Architecture.PS_ASYNC, 1, ideal=False)
         )
+        own = with_transfer_latency(own, ps_latency)
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
     # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work the one-worker
     # run's transfers did, per byte (ring_cpu_work_s_per_byte). The ring of two nodes' own CPU
     # time (RingGoodput.cpu_costs) is not used: its cost per message, measured alone, was 2-3x
     # what a ring's messages cost in training, and it predicted the fit half's rings worse.
+    # A profile's ring CPU per byte (version 3) likewise, unless --comm-cpu was given.
     ring_work = None
-    if cpu.source == "fitted":
+    if given_ring_cpu is not None and not cpu.is_option:
+        ring_work = given_ring_cpu
+    elif cpu.source == "fitted":
         ring_work = ring_cpu_work_s_per_byte(trace, alone)
-        ring_work = given_ring_cpu if given_ring_cpu is not None else ring_work
     model_of = dataclasses.replace(
         fitting,
         alone=alone,
@@ -632,7 +640,8 @@ class Predictor:
     ring_cpu_placement: str = RING_CPU_PLACEMENT
     # The measured ring's fixed cost per message (RingGoodput.message_latency_s): with it a ring
     # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
-    # the goodput of a ring of two nodes, which folds the messages into a rate.
+    # the goodput of a ring of two nodes, which folds the messages into a rate. It replaces
+    # latency_s for a ring (it holds the network's latency), as `simulate --network` does.
     ring_message_latency_s: float | None = None
     # The uplink's (pushes') own flow weight cv; None: flow_weight_cv for both directions.
     flow_weight_cv_push: float | None = None
@@ -674,7 +683,7 @@ class Predictor:
         if sim_arch == "allreduce" and self.ring is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
         elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
-            latency = self.latency_s + self.ring_message_latency_s
+            latency = self.ring_message_latency_s  # holds the network's latency too
             config = dataclasses.replace(config, latency_s=latency)
         elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
