@@ -160,3 +160,36 @@ def test_the_time_since_the_worker_became_free_is_charged_to_the_first_op() -> N
     _charge_gaps(ops, timed, ready_s=-0.2)  # the previous step ended 0.2 s before this began
     assert timed["forward:l0"] == pytest.approx((-0.2, 1.0))
     assert timed["forward:l1"] == pytest.approx((0.8, 0.4))  # started as soon as it could
+
+
+@pytest.mark.parametrize(
+    ("cores", "arch", "workers", "local", "expected"),
+    [
+        (2, "ps-sync", 2, None, 1),  # three ranks on two cores: one thread each, not two
+        (2, "allreduce", 1, None, 2),  # a rank alone gets its cores
+        (8, "allreduce", 2, None, 4),
+        (8, "ps-async", 3, "2", 4),  # under torchrun: the ranks on this node
+        (8, "ps-async", 3, "junk", 2),  # unreadable: every rank of the run counts
+        (1, "allreduce", 4, None, 1),  # at least one
+    ],
+)
+def test_default_threads_share_the_ranks_cores_out_among_the_ranks_here(
+    monkeypatch: pytest.MonkeyPatch,
+    cores: int,
+    arch: str,
+    workers: int,
+    local: str | None,
+    expected: int,
+) -> None:
+    import os
+
+    from profilers.distributed.launch import default_threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    if local is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+    servers = 0 if arch == "allreduce" else 1
+    config = RunConfig("cnn", architecture=arch, workers=workers, servers=servers)
+    assert default_threads(config) == expected

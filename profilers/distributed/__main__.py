@@ -50,7 +50,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="examples per worker-step")
     parser.add_argument("--steps", type=int, default=20, help="steps per worker")
     parser.add_argument("--warmup", type=int, default=5, help="steps left out of summaries")
-    parser.add_argument("--threads", type=int, help="torch threads per rank")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads per rank (default: the cores shared out among the ranks here)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")

@@ -74,9 +74,9 @@ class RunConfig:
     input_shape, num_classes : override the model's own (required for a user model without them).
     timeout_s : limit in seconds on the rendezvous, on every gloo operation, and on the parent's
         wait for progress; a rank that dies or hangs ends the run within about this long.
-    threads : torch intra-op threads per rank (None: the cores the rank may run on, which
-        differs from torch's default when ranks are pinned). On a small host, 1 keeps co-located
-        ranks from oversubscribing the cores.
+    threads : torch intra-op threads per rank (None: the cores the rank may run on, shared out
+        among the ranks on the machine, at least one: ``launch.default_threads``; torch's own
+        default counts every core of the machine and oversubscribes co-located ranks).
     device : ``cpu`` or ``cuda``; on CUDA, worker w uses GPU ``w % device_count``.
     master_addr, master_port : rendezvous address (port 0: a free port is chosen when spawning).
     """
