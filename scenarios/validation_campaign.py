@@ -100,9 +100,10 @@ def plot(report: CampaignReport, out: ScenarioOutput) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("simulator error, % of measured")
     axes[0].legend(fontsize=7, loc="lower left")
+    halves = "; dashed: held-out half" if report.fit_rate_bps is not None else ""
     fig.suptitle(
-        "Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%; "
-        "dashed: held-out half)",
+        "Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%"
+        f"{halves})",
         fontsize=10,
     )
     fig.tight_layout()
