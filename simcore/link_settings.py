@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from simcore.errors import ConfigError
 from simcore.network_effects import RingGoodput
 from simcore.sim import SimulationConfig
-from simcore.units import format_bandwidth, format_seconds
+from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced", "duplex_limit_bps"]
 
@@ -167,6 +167,10 @@ class LinkSettings:
         if not self.latency_s.is_option:
             changes["latency_s"] = terms.message_latency_s
         own_parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
+        # The messages the cost per message was measured over, unless --ring-segment says
+        # otherwise.
+        if terms.segment_bytes is not None and config.ring_segment_bytes is None:
+            changes["ring_segment_bytes"] = terms.segment_bytes
         cpu = terms.cpu_s_per_byte
         if cpu and config.workers > 1 and not own_parse and not self.comm_cpu_s_per_byte.is_option:
             # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes; the simulator
@@ -213,9 +217,15 @@ class LinkSettings:
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
         terms = self.ring_terms(config)
         if terms is not None and not latency.is_option:
+            segments = config.ring_segment_bytes
+            count = (
+                "2(W-1) per all-reduce"
+                if segments is None
+                else f"in segments of at most {format_bytes(segments)}"
+            )
             return (
                 f"{format_bandwidth(bandwidth.value)} + {format_seconds(config.latency_s)} per "
-                f"ring AllReduce message, 2(W-1) per all-reduce ({self.profile})"
+                f"ring AllReduce message, {count} ({self.profile})"
             )
         if ring is not None and terms is None:
             rate = (

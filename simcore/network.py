@@ -296,6 +296,8 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
         terms = ""
         if ring.message_latency_s is not None:
             terms += f"; {format_seconds(ring.message_latency_s)} per message"
+        if ring.segment_bytes is not None:
+            terms += f" (segments of at most {format_bytes(ring.segment_bytes)})"
         if ring.cpu_s_per_byte is not None:
             terms += f", CPU {ring.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received"
         lines.append(

@@ -126,7 +126,10 @@ class RingGoodput:
     it from the W measured to another: ``message_latency_s``, each of a ring's 2(W-1) messages
     per all-reduce's fixed cost beyond its bytes at the profile's bandwidth (measured with the
     smallest W); ``cpu_s_per_byte``, the CPU a rank spends per byte it sends or receives (the
-    copies, the reduction, the network stack), done beside the messages on its host's cores.
+    copies, the reduction, the network stack), done beside the messages on its host's cores;
+    ``segment_bytes``, the largest message the ring's implementation sends (gloo's segments,
+    ``SimulationConfig.ring_segment_bytes``), which the message count behind
+    ``message_latency_s`` assumed (None: the paper's 2(W-1) messages per all-reduce).
     """
 
     points: tuple[tuple[int, float], ...]
@@ -134,6 +137,7 @@ class RingGoodput:
     created_utc: str = ""
     message_latency_s: float | None = None
     cpu_s_per_byte: float | None = None
+    segment_bytes: float | None = None
 
     def nearest(self, workers: int) -> tuple[int, float]:
         """The measured ``(W, bit/s)`` for ``workers``, else the nearest W measured (ties: the
@@ -176,7 +180,7 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
         data = {"ratio": effect.ratio}
     else:
         data = {"points": [{"workers": w, "goodput_bps": bps} for w, bps in effect.points]}
-        for key in ("message_latency_s", "cpu_s_per_byte"):
+        for key in ("message_latency_s", "cpu_s_per_byte", "segment_bytes"):
             if getattr(effect, key) is not None:
                 data[key] = getattr(effect, key)
     data["method"] = effect.method
@@ -224,6 +228,9 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
         ),
         check.optional_number(
             data, "cpu_s_per_byte", where, ">= 0 (CPU seconds per byte)", non_negative
+        ),
+        check.optional_number(
+            data, "segment_bytes", where, ">= 4 (bytes per message)", lambda v: v >= 4
         ),
     )
 

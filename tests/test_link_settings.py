@@ -355,7 +355,7 @@ def test_validate_saves_what_it_measured_as_a_profile_the_others_read(
 
 # --- a ring's cost per message and CPU per byte (profile version 3) ---------------------------
 
-MESSAGE_S, RING_CPU = 400e-6, 3e-9
+MESSAGE_S, RING_CPU, SEGMENT = 400e-6, 3e-9, float(1 << 20)
 
 
 @pytest.fixture()
@@ -366,7 +366,11 @@ def ring_terms_path(tmp_path: Path) -> Path:
         load_network_profile("veth-1gbit"),
         transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
         ring_goodput=RingGoodput(
-            RING, method="test", message_latency_s=MESSAGE_S, cpu_s_per_byte=RING_CPU
+            RING,
+            method="test",
+            message_latency_s=MESSAGE_S,
+            cpu_s_per_byte=RING_CPU,
+            segment_bytes=SEGMENT,
         ),
     )
     return save_network_profile(measured, tmp_path / "ring.json")
@@ -389,6 +393,7 @@ def test_a_ring_uses_the_profiles_cost_per_message_and_cpu_per_byte(
     # 2(W-1)/W of a layer's bytes sent and as many received, at the CPU per byte
     assert config["parse_alpha_s_per_byte"] == pytest.approx(RING_CPU * 4 * 2 / 3)
     assert config["parse_placement"] == "pipelined"
+    assert config["ring_segment_bytes"] == SEGMENT  # as the cost per message was measured
     assert config["host_cpu_cores"] == CORES  # the profile's host, no --host-cores given
     assert config["comm_cpu_s_per_byte"] == 0.0  # the ring's own CPU replaces the transfers'
     assert config["shared_nic"] is False
@@ -405,7 +410,8 @@ def test_the_ring_terms_say_where_they_came_from(
     args = ["simulate", "cnn-b32", "--workers", "3", "--arch", "allreduce", *RUN]
     assert main([*args, "--network", name, "--host-cores", "2"]) == 0
     out = capsys.readouterr().out
-    assert f"920 Mbit/s + 400 us per ring AllReduce message, 2(W-1) per all-reduce ({name})" in out
+    per_message = "920 Mbit/s + 400 us per ring AllReduce message, in segments of at most 1.00 MiB"
+    assert f"{per_message} ({name})" in out
     cpu = "ring CPU 3 ns per byte sent or received, on each message as it arrives on 2 cores"
     assert f"{cpu} ({name})" in out
 
@@ -416,6 +422,7 @@ def test_the_ring_terms_say_where_they_came_from(
         ("--latency", "1ms", "latency_s", 1e-3),  # instead of the cost per message
         ("--comm-cpu", "10", "comm_cpu_s_per_byte", 10e-9),  # the transfers' cost, not the ring's
         ("--parse-alpha", "1e-9", "parse_alpha_s_per_byte", 1e-9),
+        ("--ring-segment", "64KiB", "ring_segment_bytes", 65536),
     ],
 )
 def test_options_beat_the_ring_terms(

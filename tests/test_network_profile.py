@@ -214,7 +214,11 @@ EFFECTS = {
     "flow_sharing": FlowSharing(0.26, pull_cv=0.3, push_cv=0.2, fcfs_index=0.1, method="m1"),
     "transfer_cpu": TransferCpu(38e-9, 2.0, method="m2", created_utc="2026-01-01T00:00:00+00:00"),
     "ring_goodput": RingGoodput(
-        ((2, 9e8), (4, 8e8)), method="m3", message_latency_s=4e-4, cpu_s_per_byte=3e-9
+        ((2, 9e8), (4, 8e8)),
+        method="m3",
+        message_latency_s=4e-4,
+        cpu_s_per_byte=3e-9,
+        segment_bytes=65536.0,
     ),
     "duplex": Duplex(1.6, method="m4"),
 }
@@ -229,6 +233,7 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     assert doc["schema_version"] == 3
     assert doc["ring_goodput"]["message_latency_s"] == 4e-4
     assert doc["ring_goodput"]["cpu_s_per_byte"] == 3e-9
+    assert doc["ring_goodput"]["segment_bytes"] == 65536
     assert doc["transfer_cpu"] == {
         "s_per_byte": 38e-9,
         "host_cpu_cores": 2.0,
@@ -241,7 +246,8 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
     assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
-    assert "W=4 800 Mbit/s; 400 us per message, CPU 3 ns per byte sent or received; m3" in table
+    ring = "W=4 800 Mbit/s; 400 us per message (segments of at most 64.0 KiB), CPU 3 ns per byte"
+    assert f"{ring} sent or received; m3" in table
 
 
 def test_v2_ring_goodput_loads_without_the_ring_terms(doc: dict[str, Any]) -> None:
@@ -307,6 +313,11 @@ def test_v1_profile_cannot_carry_effects(doc: dict[str, Any]) -> None:
             "ring_goodput",
             {"points": [{"workers": 2, "goodput_bps": 1}], "cpu_s_per_byte": "fast"},
             r"field 'ring_goodput': field 'cpu_s_per_byte' must be",
+        ),
+        (
+            "ring_goodput",
+            {"points": [{"workers": 2, "goodput_bps": 1}], "segment_bytes": 2},
+            r"field 'ring_goodput': field 'segment_bytes' must be a finite number >= 4",
         ),
     ],
 )

@@ -25,24 +25,39 @@ def test_goodput_is_the_ring_formula_over_the_median_time() -> None:
 
 
 def test_cpu_costs_split_the_layers_all_reduces_into_bytes_and_messages() -> None:
-    # W = 2, three layers of 1 MB in all: layer by layer 3 * 2 = 6 messages, as one 2. Each
-    # rank sends and receives 2 * 2(W-1)/W * 1 MB = 2 MB. Medians: 5 ms and 3 ms of CPU: the 4
-    # extra messages cost 2 ms (0.5 ms each), and the flat one's 3 ms less its 2 messages
+    # W = 2, three layers of 1 MB in all, each below gloo's 1 MiB segment: 2W = 4 segments a
+    # layer, 2 * 4 * (W-1)/W = 4 messages; layer by layer 12 messages, as one 4. Each rank
+    # sends and receives 2 * 2(W-1)/W * 1 MB = 2 MB. Medians: 5 ms and 3 ms of CPU: the 8
+    # extra messages cost 2 ms (0.25 ms each), and the flat one's 3 ms less its 4 messages
     # (1 ms) is 2 ms for 2 MB: 1 ns per byte.
     ring = RingGoodput(
         2, (500_000, 300_000, 200_000), (0.1, 0.1, 0.1), None, (0.004, 0.005, 0.009), (0.003,) * 3
     )
     cost = ring.cpu_costs()
     assert cost is not None
-    assert cost.s_per_message == pytest.approx(5e-4) and cost.s_per_byte == pytest.approx(1e-9)
+    assert ring.messages == 12
+    assert cost.s_per_message == pytest.approx(2.5e-4) and cost.s_per_byte == pytest.approx(1e-9)
     assert (cost.layered_cpu_s, cost.flat_cpu_s) == pytest.approx((0.005, 0.003))
-    assert "a rank's CPU 1 ns per byte sent or received and 500 us per message" in (
+    assert "a rank's CPU 1 ns per byte sent or received and 250 us per message" in (
         ring_goodput_text(ring)
     )
     # no gain from fewer messages: all of it per byte; not measured: no costs
     same = RingGoodput(2, (500_000, 500_000), (0.1,), None, (0.004,), (0.004,))
     assert same.cpu_costs() == RingCpuCost(2e-9, 0.0, 0.004, 0.004)
     assert RingGoodput(2, (4000,), (0.1,)).cpu_costs() is None
+
+
+def test_message_latency_is_the_time_beyond_the_bytes_over_gloos_messages() -> None:
+    # W = 2 over 8 Mbit/s: layers of 1 MB (2W = 4 segments) and 3 MiB (3 segments of 1 MiB,
+    # at least 2W = 4), 4 messages each; with the paper's ring 2(W-1) = 2 each. All the
+    # bytes cross each link once (2(W-1)/W = 1); the ring took 16 ms beyond them.
+    layers = (1_000_000, 3 << 20)
+    bits = 8 * sum(layers)  # 2(W-1)/W = 1 for W = 2
+    ring = RingGoodput(2, layers, (bits / 8e6 + 0.016,))
+    assert ring.messages == 8
+    assert ring.message_latency_s(8e6) == pytest.approx(0.016 / 8)
+    assert ring.message_latency_s(8e6, segment_bytes=None) == pytest.approx(0.016 / 4)
+    assert RingGoodput(2, layers, (bits / 8e6 / 2,)).message_latency_s(8e6) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import pytest
 
 from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim.dag import ring_message_count
 from simcore.trace.build import synthetic_trace
 from simcore.trace.model import Trace
 
@@ -424,6 +425,69 @@ def test_parse_placement_is_checked() -> None:
         run(trace, arch="allreduce", mode="sync", parse_placement="before")
     with pytest.raises(ConfigError, match=r"^parse_placement: 'pipelined' is for ring AllReduce"):
         run(trace, parse_placement="pipelined")
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "k", "segment", "expected"),
+    [
+        (1_000_000, 2, None, 2),  # the paper's ring: 2(k-1)
+        (1_000_000, 4, None, 6),
+        (1_000_000, 2, 1 << 20, 4),  # one segment's worth: at least 2 per rank, 2k = 4; 2*4*1/2
+        (1_000_000, 4, 1 << 20, 12),  # 8 segments, 2*8*3/4
+        (7_300_000, 2, 1 << 20, 8),  # ceil(6.96) = 7 segments, rounded up to a multiple of 2
+        (7_300_000, 4, 1 << 20, 12),  # max(7, 8) = 8 segments: 2*8*3/4
+        (9_000_000, 3, 1 << 20, 12),  # 9 segments (a multiple of 3): 2*9*2/3
+        (1_000_000, 1, 1 << 20, 0),  # one participant sends nothing
+    ],
+)
+def test_ring_message_count_by_hand(
+    nbytes: int, k: int, segment: int | None, expected: int
+) -> None:
+    assert ring_message_count(nbytes, k, segment) == expected
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_a_segmented_ring_pays_the_latency_per_segment(k: int) -> None:
+    # One layer of 3 MB, strict phases, a host per rank, no CPU work: after the step's 30 ms of
+    # computation the all-reduce moves 2(k-1)/k of the bytes at B in gloo's segments of 1 MiB,
+    # one after another, each followed by the latency: n of them (ring_message_count).
+    size, alpha, segment = 3_000_000, 2e-4, 1 << 20
+    trace = synthetic_trace([0.010], [0.020], [size], overlap=False)
+    n = ring_message_count(size, k, segment)
+    step = 0.030 + 2 * (k - 1) / k * 8 * size / B + n * alpha
+    result = run(
+        trace, workers=k, mode="sync", arch="allreduce", latency_s=alpha, ring_segment_bytes=segment
+    )
+    assert result.steps_per_s.value == pytest.approx(k / step, rel=REL)
+    paper = run(trace, workers=k, mode="sync", arch="allreduce", latency_s=alpha)
+    step = 0.030 + 2 * (k - 1) / k * 8 * size / B + 2 * (k - 1) * alpha
+    assert paper.steps_per_s.value == pytest.approx(k / step, rel=REL)
+
+
+@pytest.mark.parametrize("placement", ["after", "pipelined"])
+def test_a_segmented_rings_work_after_or_with_each_segment(placement: str) -> None:
+    # Two ranks, one layer of 1 MB below one segment: 4 messages of 1/4 of the bytes (T/4
+    # each). "after": all the work P once the last message is in; "pipelined": P/4 on each
+    # message as it arrives, the last quarter after the last message (P > T/4 here: the work
+    # falls behind, each quarter starts when the previous one ends or its message arrives).
+    size = 1_000_000
+    trace = synthetic_trace([0.010], [0.020], [size])
+    t, p = 8 * size / B, RING_ALPHA * size
+    ends = 0.0
+    for j in range(1, 5):
+        ends = max(ends, j * t / 4) + p / 4
+    step = t + p if placement == "after" else ends
+    steps_per_s = ring_of_two(trace, placement, ring_segment_bytes=1 << 20)
+    assert steps_per_s == pytest.approx(2 / (0.030 + step), rel=REL)
+
+
+def test_ring_segments_are_checked() -> None:
+    trace = synthetic_trace([0.010], [0.020], [1000])
+    ring = {"arch": "allreduce", "mode": "sync", "workers": 2}
+    with pytest.raises(ConfigError, match=r"^ring_segment_bytes: a segment holds at least"):
+        run(trace, ring_segment_bytes=2, **ring)
+    with pytest.raises(ConfigError, match=r"^ring_segment_bytes: is for ring AllReduce"):
+        run(trace, ring_segment_bytes=1 << 20)
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])

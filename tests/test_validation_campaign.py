@@ -391,9 +391,11 @@ def test_a_campaign_assessed_on_two_processes_is_the_one_assessed_on_one() -> No
 
 def test_a_rings_message_cost_is_its_time_beyond_the_bytes_per_message() -> None:
     # Two nodes, two layers of 1000 B: each link carries 2(2-1)/2 * 8 * 2000 = 16000 bits, 16 ms
-    # at 1 Mbit/s; the median repetition took 20 ms, so the 2(2-1) * 2 = 4 messages cost 1 ms.
+    # at 1 Mbit/s; the median repetition took 20 ms: gloo's 4(W-1) * 2 = 8 messages (two
+    # segments per rank of each layer) cost 0.5 ms each, the paper's 2(W-1) * 2 = 4 1 ms each.
     ring = RingGoodput(2, (1000, 1000), (0.019, 0.020, 0.030), 1e6)
-    assert ring.message_latency_s(1e6) == pytest.approx(0.001)
+    assert ring.message_latency_s(1e6) == pytest.approx(0.0005)
+    assert ring.message_latency_s(1e6, segment_bytes=None) == pytest.approx(0.001)
     assert ring.message_latency_s(0.5e6) == 0.0  # the bytes alone take longer: no message cost
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from profilers.distributed.comm_cpu import CommCpuFit, ring_cpu_work_s_per_byte
 from profilers.distributed.measurements import Measurements
+from profilers.distributed.ring_goodput import GLOO_SEGMENT_BYTES
 from profilers.distributed.transfer_latency import LatencyFit
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
@@ -82,7 +83,10 @@ def measured_network_profile(
         latency = cpu = None
         if sharing is not None:
             latency = measured.ring.message_latency_s(sharing.goodput_bps())
-            method += "; cost per message: its time beyond the bytes at one flow's goodput"
+            method += (
+                "; cost per message: its time beyond the bytes at one flow's goodput, over "
+                "gloo's segments of at most 1 MiB"
+            )
         if sharing is not None and alone is not None:
             cpu = ring_cpu_work_s_per_byte(trace, alone)
             method += (
@@ -95,6 +99,7 @@ def measured_network_profile(
             created_utc=now,
             message_latency_s=latency,
             cpu_s_per_byte=cpu,
+            segment_bytes=GLOO_SEGMENT_BYTES if latency is not None else None,
         )
     duplex = None
     if measured.duplex is not None:

@@ -25,11 +25,21 @@ from typing import Any
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.netns_cluster import EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
+from simcore.sim.dag import ring_message_count
 from simcore.units import format_bandwidth, format_seconds
 
-__all__ = ["RingCpuCost", "RingGoodput", "measure_ring_goodput", "ring_goodput_text"]
+__all__ = [
+    "GLOO_SEGMENT_BYTES",
+    "RingCpuCost",
+    "RingGoodput",
+    "measure_ring_goodput",
+    "ring_goodput_text",
+]
 
 _GRACE_S = 10.0  # beyond gloo's own timeout, before the parent gives up on a silent rank
+# gloo's ring all-reduce sends a layer in segments of at most this many bytes, at least two per
+# rank (gloo/allreduce.h, kMaxSegmentSize; torch's ProcessGroupGloo leaves it as it is).
+GLOO_SEGMENT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,19 +69,22 @@ class RingGoodput:
 
     @property
     def messages(self) -> int:
-        """Messages each rank sends per repetition: 2(W-1) per layer."""
-        return 2 * (self.workers - 1) * len(self.layer_nbytes)
+        """Messages each rank sends per repetition: gloo's segments of each layer
+        (:func:`~simcore.sim.dag.ring_message_count`, at least 4(W-1) per layer)."""
+        return sum(
+            ring_message_count(n, self.workers, GLOO_SEGMENT_BYTES) for n in self.layer_nbytes
+        )
 
     def cpu_costs(self) -> RingCpuCost | None:
         """A rank's CPU work per byte it sends or receives and per message, from the two ways
-        of all-reducing the same bytes: one all-reduce per layer (2(W-1) messages each) and
-        one for them all (2(W-1) messages). Their difference is the cost of the extra
+        of all-reducing the same bytes: one all-reduce per layer and one for them all, each in
+        gloo's segments (:attr:`messages`). Their difference is the cost of the extra
         messages; what the single all-reduce took beyond its messages is the bytes'. None
         when the CPU time was not measured."""
         if not self.cpu_s or not self.flat_cpu_s:
             return None
         layered, flat = statistics.median(self.cpu_s), statistics.median(self.flat_cpu_s)
-        flat_messages = 2 * (self.workers - 1)
+        flat_messages = ring_message_count(sum(self.layer_nbytes), self.workers, GLOO_SEGMENT_BYTES)
         extra = self.messages - flat_messages
         per_message = max(layered - flat, 0.0) / extra if extra else 0.0
         moved = 2 * self.bits_per_link / 8  # sent and received
@@ -87,18 +100,25 @@ class RingGoodput:
         """The bandwidth the ring's formula implies: bits per link over the median time."""
         return self.bits_per_link / statistics.median(self.times_s)
 
-    def message_latency_s(self, link_bps: float) -> float:
+    def message_latency_s(
+        self, link_bps: float, segment_bytes: float | None = GLOO_SEGMENT_BYTES
+    ) -> float:
         """The fixed cost of one of the ring's messages, given the link's one-flow goodput: what
-        the median time holds beyond the bytes at ``link_bps``, over the 2(W-1) messages each
-        layer's all-reduce sends one after another (the alpha of the alpha-beta cost
-        ``2(W-1) alpha + 2(W-1)/W M/B``, TPDS'22 Eq. 11 with a latency); 0 when the bytes
-        alone take as long.
+        the median time holds beyond the bytes at ``link_bps``, over the messages each layer's
+        all-reduce sends one after another (the alpha of the alpha-beta cost
+        ``n alpha + 2(W-1)/W M/B``, TPDS'22 Eq. 11 with a latency); 0 when the bytes alone take
+        as long. ``n``: gloo's segments of at most ``segment_bytes`` (None: the paper's 2(W-1)
+        messages; :func:`simcore.sim.dag.ring_message_count`), which the simulator must then
+        send as well (``SimulationConfig.ring_segment_bytes``).
 
         The goodput folds both terms into one rate, which then grows with W as 2(W-1)/W; the
-        messages grow as 2(W-1). A ring of two nodes thus says how a ring of four behaves only
-        through the two terms: for 19 small layers (resnet8) the messages are most of the time.
+        messages grow as 2(W-1) (for small layers). A ring of two nodes thus says how a ring of
+        four behaves only through the two terms: for 19 small layers (resnet8) the messages are
+        most of the time.
         """
-        messages = 2 * (self.workers - 1) * len(self.layer_nbytes)
+        messages = sum(
+            ring_message_count(n, self.workers, segment_bytes) for n in self.layer_nbytes
+        )
         beyond = statistics.median(self.times_s) - self.bits_per_link / link_bps
         return max(beyond, 0.0) / messages
 

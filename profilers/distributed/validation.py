@@ -101,7 +101,7 @@ from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth, format_seconds
+from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = [
     "Predictor",
@@ -406,7 +406,7 @@ def assess(
     given = link or LinkSettings(Sourced(0.0))
     own = measured_network_profile(measured, trace, alone)  # what this validation measured
     ring_bandwidth_bps = None
-    ring_message_latency_s = None
+    ring_message_latency_s = ring_segment_bytes = None
     if given.bandwidth_bps.source != DEFAULT_SOURCE:
         bandwidth = given.bandwidth_bps
     elif bandwidth_bps is not None:
@@ -417,6 +417,7 @@ def assess(
         if own.ring_goodput is not None:
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
             ring_message_latency_s = own.ring_goodput.message_latency_s
+            ring_segment_bytes = own.ring_goodput.segment_bytes
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
     if given.latency_s.is_option:
@@ -424,7 +425,7 @@ def assess(
     given_ring_cpu = None
     if ring is not None and ring.message_latency_s is not None:
         # A profile's ring terms (version 3), as `sgdsim simulate --network` applies them.
-        given_ring_cpu = ring.cpu_s_per_byte
+        given_ring_cpu, ring_segment_bytes = ring.cpu_s_per_byte, ring.segment_bytes
         if not given.latency_s.is_option:
             ring_message_latency_s = ring.message_latency_s
         ring = None
@@ -456,6 +457,7 @@ def assess(
         ring=ring,
         latency_s=latency.value,
         ring_message_latency_s=ring_message_latency_s,
+        ring_segment_bytes=ring_segment_bytes,
         flow_weight_cv_push=push_cv,
         duplex_bps=duplex_bps,
         comm_thread_s_per_step=comm_thread.beyond_s if comm_thread is not None else 0.0,
@@ -525,9 +527,14 @@ def assess(
         )
     ring_text = ""
     if ring_message_latency_s is not None:
+        count = (
+            "2(W-1) a layer"
+            if ring_segment_bytes is None
+            else f"gloo's segments of at most {format_bytes(ring_segment_bytes)}"
+        )
         ring_text = (
-            f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, 2(W-1) "
-            "a layer, from a ring of two nodes measured alone)"
+            f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, "
+            f"{count}, from a ring of two nodes measured alone)"
         )
     elif ring_bandwidth_bps is not None:
         ring_text = f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
@@ -643,6 +650,9 @@ class Predictor:
     # the goodput of a ring of two nodes, which folds the messages into a rate. It replaces
     # latency_s for a ring (it holds the network's latency), as `simulate --network` does.
     ring_message_latency_s: float | None = None
+    # The largest message of the ring's implementation (gloo's segments), which the message
+    # count behind ring_message_latency_s assumed (SimulationConfig.ring_segment_bytes).
+    ring_segment_bytes: float | None = None
     # The uplink's (pushes') own flow weight cv; None: flow_weight_cv for both directions.
     flow_weight_cv_push: float | None = None
     # What the server's link carries with pulls and pushes at once (link_duplex); None: full
@@ -684,7 +694,9 @@ class Predictor:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
         elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
             latency = self.ring_message_latency_s  # holds the network's latency too
-            config = dataclasses.replace(config, latency_s=latency)
+            config = dataclasses.replace(
+                config, latency_s=latency, ring_segment_bytes=self.ring_segment_bytes
+            )
         elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
@@ -917,7 +929,9 @@ def report_text(report: ValidationReport) -> str:
         if alpha is not None:
             used = (
                 f"for the ring's predictions: the link's bandwidth plus {format_seconds(alpha)} "
-                "per message (RingGoodput.message_latency_s)"
+                "per message"
+                + (" (gloo's segments)" if predictor and predictor.ring_segment_bytes else "")
+                + " (RingGoodput.message_latency_s)"
             )
         elif report.ring_bandwidth_bps is not None:
             used = "used for the ring's predictions"

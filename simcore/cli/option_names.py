@@ -34,6 +34,7 @@ OPTION_OF: dict[str, str] = {
     "parse_alpha_s_per_byte": "--parse-alpha",
     "parse_beta_s": "--parse-beta",
     "parse_placement": "--parse-placement",
+    "ring_segment_bytes": "--ring-segment",
     "comm_thread_s_per_step": "--comm-thread",
     "latency_s": "--latency",
     "servers": "--servers",

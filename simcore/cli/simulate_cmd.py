@@ -178,8 +178,15 @@ def register(subparsers: Any) -> None:
         choices=PARSE_PLACEMENTS,
         default="after",
         help="where the parsing work runs: after each transfer on the worker's computation "
-        "(default), or, for --arch allreduce, pipelined with each all-reduce's 2(W-1) messages "
+        "(default), or, for --arch allreduce, pipelined with each all-reduce's messages "
         "on a communication thread sharing the host's cores (SEMANTICS.md)",
+    )
+    p.add_argument(
+        "--ring-segment",
+        metavar="SIZE",
+        help="--arch allreduce: send each all-reduce as gloo does, in segments of at most SIZE "
+        "(gloo: 1MiB), at least two per worker, each with its latency and parsing work "
+        "(default: --network's, else the paper's 2(W-1) messages of 1/W of a layer)",
     )
     p.add_argument(
         "--latency", help="latency per transfer, e.g. 100us (default: --network's, else 0)"
@@ -350,6 +357,9 @@ def build_config(
         parse_alpha_s_per_byte=parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
         parse_placement=args.parse_placement,
+        ring_segment_bytes=None
+        if args.ring_segment is None
+        else parse_size(args.ring_segment, name="--ring-segment"),
         servers=args.servers,
         placement=_placement(args.placement),
         worker_bandwidth_bps=None

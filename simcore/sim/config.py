@@ -81,6 +81,12 @@ class SimulationConfig:
         its 2(K-1) messages, the work on each message done once it has arrived, while the next
         moves, by a communication thread of the worker's own that shares the host's cores with
         the computation (``host_cpu_cores``); collectives one at a time. See SEMANTICS.md.
+    ring_segment_bytes : a ring AllReduce's messages as gloo sends them (None: the paper's ring,
+        2(K-1) messages of 1/K of the layer each). gloo cuts a layer of M bytes into S segments
+        of at most this many bytes (its ``kMaxSegmentSize``, 1 MiB), at least 2 per rank and a
+        multiple of K, and sends 2 S (K-1)/K of them one after another, each followed by the
+        latency and, with ``parse_placement="pipelined"``, its share of the parsing work (with
+        ``"after"`` the work follows the last message). See SEMANTICS.md.
     comm_thread_s_per_step : CPU seconds per worker-step that the worker's communication
         threads spend beyond what the trace's computation ops hold (parameter server only):
         receiving, copying and sending the layers, the kernel's network stack on the worker's
@@ -173,6 +179,7 @@ class SimulationConfig:
     parse_alpha_s_per_byte: float = 0.0
     parse_beta_s: float = 0.0
     parse_placement: str = "after"
+    ring_segment_bytes: float | None = None
     comm_thread_s_per_step: float = 0.0
     latency_s: float = 0.0
     servers: int = 1
@@ -259,9 +266,14 @@ class SimulationConfig:
 
     @property
     def ring_pipelined(self) -> bool:
-        """A ring AllReduce of two or more whose parsing work is pipelined with its messages
-        (``parse_placement="pipelined"``; one participant exchanges nothing)."""
-        return self.arch == "allreduce" and self.workers > 1 and self.parse_placement == "pipelined"
+        """A ring AllReduce of two or more simulated as its messages: its parsing work pipelined
+        with them (``parse_placement="pipelined"``), or gloo's segments
+        (``ring_segment_bytes``); one participant exchanges nothing."""
+        return (
+            self.arch == "allreduce"
+            and self.workers > 1
+            and (self.parse_placement == "pipelined" or self.ring_segment_bytes is not None)
+        )
 
     @property
     def comm_cpu_cores_per_bps(self) -> float:
@@ -341,6 +353,18 @@ def _validate(config: SimulationConfig) -> None:
             f"parse_placement: 'pipelined' is for ring AllReduce (arch='allreduce'), not "
             f"arch={config.arch!r}"
         )
+    if config.ring_segment_bytes is not None:
+        _positive("ring_segment_bytes", config.ring_segment_bytes)
+        if config.ring_segment_bytes < 4:
+            raise ConfigError(
+                f"ring_segment_bytes: a segment holds at least one float32 (4 bytes), got "
+                f"{config.ring_segment_bytes!r}"
+            )
+        if config.arch != "allreduce":
+            raise ConfigError(
+                f"ring_segment_bytes: is for ring AllReduce (arch='allreduce'), not "
+                f"arch={config.arch!r}"
+            )
     if config.comm_thread_s_per_step > 0 and config.arch != "ps":
         raise ConfigError(
             f"comm_thread_s_per_step: applies to a parameter server's transfers (arch='ps'), "

@@ -19,9 +19,10 @@ Transforms (in this order), all expressed as changes of the step DAG:
 - **parsing overhead** (ICPE'20 3.2.1): a receiver-side op ``parse:<id>`` of
   ``alpha * bytes + beta`` seconds after each transfer, on the worker's compute for pulls (and
   AllReduce) and on the server's compute for pushes; the transfer's dependents wait for it;
-- **pipelined ring AllReduce** (``parse_placement="pipelined"``, K > 1): each all-reduce is its
-  2(K-1) messages in sequence (the first keeps the op's id, then ``<id>#1`` ...), each 1/K of
-  the layer's bytes followed by a ``latency:<id>#j`` op, and each message's share of the
+- **pipelined ring AllReduce** (``parse_placement="pipelined"`` or ``ring_segment_bytes``,
+  K > 1): each all-reduce is its messages in sequence (2(K-1) of 1/K of the layer's bytes, or
+  gloo's segments: :func:`ring_message_count`; the first keeps the op's id, then ``<id>#1``
+  ...), each followed by a ``latency:<id>#j`` op, and each message's share of the
   parsing op (``parse:<id>#j``) runs once it has arrived, on the worker's ``comm`` resource (its
   communication thread, one op at a time, sharing the host's cores with the computation)
   while the next message moves; a zero-time ``join:<id>`` waits for the last message and the
@@ -38,6 +39,7 @@ Inserted ops follow their transfer in trace order, so trace-order tie-breaks sta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -316,8 +318,19 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             if previous is not None:
                 deps = [*deps, previous]  # collectives one at a time, in the order issued
             work_s = config.parse_alpha_s_per_byte * (op.nbytes or 0) + config.parse_beta_s
-            nodes.extend(_ring_messages(op, col, server, bits, deps, work_s, config))
+            # gloo's segments with the work "after": all of it once the last message is in,
+            # on the worker's computation (as after a ring's one transfer); else per message.
+            after = config.parse_placement == "after"
+            nodes.extend(
+                _ring_messages(op, col, server, bits, deps, 0 if after else work_s, config)
+            )
             last = previous = nodes[-1].op_id
+            if after and work_s > 0:
+                worker = Resource.WORKER.value
+                nodes.append(
+                    _Node(f"parse:{op.id}", OpKind.OTHER.value, worker, 0, 0.0, -1, work_s, [last])
+                )
+                last = nodes[-1].op_id
             if intra is not None:
                 nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
                 last = nodes[-1].op_id
@@ -392,7 +405,8 @@ def _ring_messages(
     work_s: float,
     config: SimulationConfig,
 ) -> list[_Node]:
-    """A pipelined ring all-reduce of ``op`` (``bits`` in all) as its 2(K-1) messages, each
+    """A pipelined ring all-reduce of ``op`` (``bits`` in all) as its messages
+    (:func:`ring_message_count`: 2(K-1), or gloo's segments), each
     followed by its latency and its share of ``work_s`` on the worker's ``comm`` resource, and
     a ``join:<id>`` that completes when the last message has arrived and the last work is done.
 
@@ -401,7 +415,7 @@ def _ring_messages(
     keeps pace with the bytes when the CPU has room and falls behind them when it has not,
     and the all-reduce then ends with its work rather than with its bytes.
     """
-    n = 2 * (config.workers - 1)
+    n = ring_message_count(op.nbytes or 0, config.workers, config.ring_segment_bytes)
     nodes: list[_Node] = []
     after = deps  # the first message's: trace names, which _compile resolves
     work = ""
@@ -435,6 +449,25 @@ def _ring_messages(
     ends = [after[0], work] if work else after
     nodes.append(_Node(f"join:{op.id}", OpKind.OTHER.value, DELAY, 0, 0.0, -1, 0.0, ends))
     return nodes
+
+
+def ring_message_count(nbytes: float, k: int, segment_bytes: float | None = None) -> int:
+    """The messages a ring AllReduce of ``nbytes`` among k participants sends one after another.
+
+    The paper's ring (``segment_bytes`` None): a reduce-scatter and an all-gather of k-1 steps,
+    2(k-1) messages of 1/k of the bytes. gloo's (``gloo::allreduce``, its ``ring``): the bytes
+    in S segments of at most ``segment_bytes``, at least two per rank (one in flight while the
+    other is reduced) and a multiple of k; each phase sends the S - S/k segments not yet
+    complete, 2 S (k-1)/k messages in all. A model of small layers thus sends twice the
+    paper's count, and a layer of many segments more, each a segment's share of the bytes.
+    """
+    if k < 2:
+        return 0
+    if segment_bytes is None:
+        return 2 * (k - 1)
+    segments = max(math.ceil(nbytes / segment_bytes), 2 * k)
+    segments = math.ceil(segments / k) * k
+    return 2 * segments * (k - 1) // k
 
 
 def ring_latency_s(latency_s: float, k: int) -> float:
