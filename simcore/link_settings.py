@@ -184,13 +184,18 @@ class LinkSettings:
                 changes["host_cpu_cores"] = cores
         return changes
 
-    def _ring_cpu_used(self, config: SimulationConfig) -> bool:
-        """Whether ``config`` (as :meth:`apply` made it) charges the profile's ring CPU."""
+    def _ring_cpu_used(self, config: SimulationConfig) -> float | None:
+        """The profile's ring CPU per byte if ``config`` (as :meth:`apply` made it) charges it
+        (0 when the profile measured none), else None."""
         terms = self.ring_terms(config)
-        if terms is None or not terms.cpu_s_per_byte or config.workers < 2:
-            return False
-        alpha = _ring_parse_alpha(terms.cpu_s_per_byte, config.workers)
-        return config.parse_placement == "pipelined" and config.parse_alpha_s_per_byte == alpha
+        cpu = terms.cpu_s_per_byte if terms is not None else None
+        if cpu is None or self.comm_cpu_s_per_byte.is_option:
+            return None
+        if cpu == 0 or config.workers < 2:
+            return cpu
+        alpha = _ring_parse_alpha(cpu, config.workers)
+        used = config.parse_placement == "pipelined" and config.parse_alpha_s_per_byte == alpha
+        return cpu if used else None
 
     def describe(self, config: SimulationConfig) -> str:
         """One line: the link ``config`` (as :meth:`apply` made it) uses, and where each value
@@ -252,13 +257,12 @@ class LinkSettings:
 
     def _cpu_text(self, config: SimulationConfig) -> str:
         cpu = self.comm_cpu_s_per_byte
-        terms = self.ring_terms(config)
-        if self._ring_cpu_used(config):
-            assert terms is not None and terms.cpu_s_per_byte is not None  # used
+        ring_cpu = self._ring_cpu_used(config)
+        if ring_cpu is not None:
             where = f" on {config.host_cpu_cores:g} cores" if config.host_cpu_cores else ""
             return (
-                f"ring CPU {terms.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received, on "
-                f"each message as it arrives{where} ({self.profile})"
+                f"ring CPU {ring_cpu * 1e9:.3g} ns per byte sent or received, on each message "
+                f"as it arrives{where} ({self.profile})"
             )
         if cpu.value <= 0:
             return "transfer CPU off" + _unless_default(cpu)
@@ -299,6 +303,7 @@ class LinkSettings:
         """The JSON form: every value with its source, what ``config`` used, and the note."""
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
         terms = self.ring_terms(config)
+        ring_cpu = self._ring_cpu_used(config)
         return {
             "bandwidth_bps": self.bandwidth_bps.to_dict(),
             "latency_s": self.latency_s.to_dict(),
@@ -328,8 +333,8 @@ class LinkSettings:
             if terms is None or self.latency_s.is_option
             else {"value": terms.message_latency_s, "source": self.profile},
             "ring_cpu_s_per_byte": None
-            if not self._ring_cpu_used(config)
-            else {"value": terms and terms.cpu_s_per_byte, "source": self.profile},
+            if ring_cpu is None
+            else {"value": ring_cpu, "source": self.profile},
             "profile": self.profile,
             "note": self.note,
         }

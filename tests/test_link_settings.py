@@ -467,3 +467,24 @@ def test_own_nics_give_colocated_workers_a_link_each(capsys: pytest.CaptureFixtu
     assert shared["config"]["shared_nic"] is True and own["config"]["shared_nic"] is False
     assert own["examples_per_s"]["value"] == pytest.approx(hosts["examples_per_s"]["value"])
     assert shared["examples_per_s"]["value"] < 0.6 * own["examples_per_s"]["value"]
+
+
+def test_a_ring_whose_runs_showed_no_cpu_work_is_charged_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A profile's ring CPU of 0 (its one-worker runs computed no slower beside their
+    transfers) still replaces the transfers' cost for a ring, and the line says 0."""
+    profile = dataclasses.replace(
+        load_network_profile("veth-1gbit"),
+        transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
+        ring_goodput=RingGoodput(RING, message_latency_s=MESSAGE_S, cpu_s_per_byte=0.0),
+    )
+    name = str(save_network_profile(profile, tmp_path / "ring0.json"))
+    doc = ring_json(capsys, "--network", name)
+    assert doc["config"]["comm_cpu_s_per_byte"] == 0.0
+    assert doc["config"]["parse_alpha_s_per_byte"] == 0.0
+    assert doc["link"]["ring_cpu_s_per_byte"] == {"value": 0.0, "source": name}
+    args = ["simulate", "cnn-b32", "--workers", "3", "--arch", "allreduce", *RUN]
+    assert main([*args, "--network", name]) == 0
+    line = f"ring CPU 0 ns per byte sent or received, on each message as it arrives ({name})"
+    assert line in capsys.readouterr().out

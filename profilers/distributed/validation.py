@@ -646,7 +646,8 @@ class Predictor:
     # "pipelined" with its messages on a thread sharing the cores (parse_placement).
     ring_cpu_placement: str = RING_CPU_PLACEMENT
     # The measured ring's fixed cost per message (RingGoodput.message_latency_s): with it a ring
-    # runs at the link's one-flow bandwidth plus 2(W-1) such messages per layer, rather than at
+    # runs at the link's one-flow bandwidth plus one such cost per message (gloo's segments, or
+    # the paper's 2(W-1) a layer: ring_segment_bytes), rather than at
     # the goodput of a ring of two nodes, which folds the messages into a rate. It replaces
     # latency_s for a ring (it holds the network's latency), as `simulate --network` does.
     ring_message_latency_s: float | None = None
