@@ -595,7 +595,13 @@ def _link_text(
         f"link: {format_bandwidth(bandwidth.value)} ({bandwidth.source}) + "
         f"{format_seconds(latency.value)} ({latency.source}){ring_text}, flow weight cv "
         f"{_cv_text(weight_cv.value, push_cv)} ({weight_cv.source}), transfer CPU "
-        f"{cpu.value * 1e9:.3g} ns/B ({cpu.source})"
+        f"{cpu.value * 1e9:.3g} ns/B ({cpu.source}"
+        + (
+            "; for a trace of the computation alone, not used here: a parameter server "
+            "replays its runs' computation, a ring charges its own CPU per byte)"
+            if cpu.source == "fitted"
+            else ")"
+        )
     )
 
 
