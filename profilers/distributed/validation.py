@@ -11,9 +11,10 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    ``flow_weight_cv``. For ring AllReduce also a ring of two nodes all-reducing the model's
    layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): what it took
    beyond its bytes at one flow's goodput, per message, is the ring predictions' fixed cost of
-   each of its 2(W-1) messages per layer. For a parameter server also what its link carries
-   with pulls and pushes in flight at once (:mod:`profilers.distributed.link_duplex`), the
-   simulator's ``duplex_bps``. Without the testbed every rank talks over loopback.
+   each of its messages (gloo's segments of at most 1 MiB, at least two per rank). For a
+   parameter server also what its link carries with pulls and pushes in flight at once
+   (:mod:`profilers.distributed.link_duplex`), the simulator's ``duplex_bps``. Without the
+   testbed every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.

@@ -153,7 +153,8 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         choices=PARSE_PLACEMENTS,
         default=RING_CPU_PLACEMENT,
         help="where a ring AllReduce worker does its transfers' CPU work per byte: on each of an "
-        "all-reduce's 2(W-1) messages once it has arrived, by a thread sharing the cores, one "
+        "all-reduce's messages (gloo's segments) once it has arrived, by a thread sharing the "
+        "cores, one "
         "all-reduce at a time (default), or after each all-reduce on its computation (the "
         "model before 2026-11-27); not used with --comm-cpu",
     )
