@@ -42,8 +42,11 @@ Output
       after every point (if a run fails, what was measured before it is there).
       ``--from-runs`` predicts them again in seconds, without training (after a change to the
       model, or with another ``--bandwidth``);
-    - ``validate-solo-trace.json``, the solo profile, and ``validate-alone-trace.json``, its
-      computation measured without transfers, to predict other settings from them later.
+    - ``validate-solo-trace.json``, the solo profile, ``validate-alone-trace.json``, its
+      computation measured without transfers, and ``validate-network.json``, the link as
+      measured (a network profile), to predict other settings from them later: the output
+      ends with the ``sgdsim simulate`` command lines that give this validation's predictions
+      from these files (when the link is the measured one and the ring the default).
 
 On a machine shared with other jobs the measured numbers say little about accuracy: run it on an
 idle machine (and with ``--repetitions 3`` or more) before drawing conclusions.
@@ -55,12 +58,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from profilers.distributed.config import Architecture
 from profilers.distributed.export import run_timeline_spans
 from profilers.distributed.validation import (
     PREDICTORS,
+    RING_CPU_PLACEMENT,
     ValidationReport,
     report_tables,
     report_text,
+    simulate_argv,
 )
 from simcore.cli.main import OneLineErrorParser
 from simcore.cli.validate_cmd import (
@@ -69,6 +75,7 @@ from simcore.cli.validate_cmd import (
     validate_keeping_runs,
     validate_with,
 )
+from simcore.network_io import save_network_profile
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
 from simcore.report import ScenarioOutput, finding_line, run_scenario
@@ -81,6 +88,8 @@ CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict other settings later without new runs
 ALONE_TRACE_FILE = f"{NAME}-alone-trace.json"  # the computation without transfers, likewise
+NETWORK_FILE = f"{NAME}-network.json"  # the link as measured, for `sgdsim simulate --network`
+LINK_OPTIONS = ("network", "bandwidth", "latency", "flow_weight_cv", "comm_cpu", "duplex")
 RUNS_FILE = f"{NAME}-runs.json.gz"  # every run's timestamps: --from-runs assesses them again
 TIMELINE_FILES = {arch: f"{NAME}-timeline-{arch}.png" for arch in ARCHITECTURES}
 SHOWN_STEPS = 2  # steps of each timeline figure
@@ -155,6 +164,31 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
         )
 
 
+def simulate_commands(
+    report: ValidationReport, args: argparse.Namespace, out: ScenarioOutput
+) -> str:
+    """The ``sgdsim simulate`` command lines that predict each architecture's largest W as this
+    validation did, from the files it wrote; "" when options replaced the measured link or the
+    ring's placement (the files then do not hold what the predictions used)."""
+    given = [name for name in LINK_OPTIONS if getattr(args, name, None) is not None]
+    placement = getattr(args, "ring_cpu_work", RING_CPU_PLACEMENT)
+    if given or placement != RING_CPU_PLACEMENT or report.network is None:
+        return ""
+    largest: dict[str, int] = {}
+    for p in report.points:
+        largest[p.architecture] = max(largest.get(p.architecture, 0), p.workers)
+    files = {
+        "trace_file": str(out.folder / TRACE_FILE),
+        "alone_file": str(out.folder / ALONE_TRACE_FILE),
+        "network_file": str(out.folder / NETWORK_FILE),
+    }
+    lines = ["the same predictions from the files written, with `sgdsim simulate`:"]
+    for arch, workers in largest.items():
+        argv = simulate_argv(report, Architecture(arch), workers, **files)
+        lines.append("  " + " ".join(argv))
+    return "\n".join(lines)
+
+
 def finding(report: ValidationReport) -> str:
     """How far each predictor is from the real runs, in one sentence."""
     errors = []
@@ -192,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE, RUNS_FILE]
+        files = [CSV_FILE, FIGURE_FILE, TRACE_FILE, ALONE_TRACE_FILE, NETWORK_FILE, RUNS_FILE]
         out = ScenarioOutput(args.out, [*files, *TIMELINE_FILES.values()], force=args.force)
         if args.from_runs:
             report = validate_with(args)
@@ -204,8 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_trace(report.trace, out.path(TRACE_FILE), overwrite=out.force)
         if report.alone_trace is not None:
             save_trace(report.alone_trace, out.path(ALONE_TRACE_FILE), overwrite=out.force)
+        if report.network is not None:
+            save_network_profile(report.network, out.path(NETWORK_FILE), overwrite=out.force)
         plot(report, out)
         plot_timelines(report, out)
+        commands = simulate_commands(report, args, out)
+        if commands:
+            print("\n" + commands)
         print("\n" + finding(report))
         print(out.summary())
 

@@ -213,3 +213,42 @@ def test_a_run_failing_late_keeps_what_was_measured_before_it(
     assert "ps-sync" in capsys.readouterr().out
     with open(tmp_path / "a" / "validate.csv", encoding="utf-8") as f:
         assert [int(r["workers"]) for r in csv.DictReader(f)] == [1]
+
+
+@pytest.mark.slow
+def test_the_printed_simulate_commands_give_the_validations_predictions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scenario ends with the `sgdsim simulate` lines that predict each architecture's
+    largest W from the files it wrote; run as printed, each gives the validation's number
+    (Async-SGD: another set of seeds, so within the seeds' spread)."""
+    import shlex
+
+    from profilers.distributed.campaign import campaign_files, shipped_campaigns
+    from simcore.cli.main import main
+
+    if "campaign-2" not in shipped_campaigns():
+        pytest.skip("campaign-2 not shipped")
+    [runs] = [
+        p for g, p in campaign_files(["campaign-2"]) if g.endswith("resnet8-300-layerwise.json.gz")
+    ]
+    scenario = load("validate")
+    assert scenario.main(["--from-runs", str(runs), "--quiet", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    lines = text.split("the same predictions from the files written, with `sgdsim simulate`:\n")[1]
+    commands = [shlex.split(line) for line in lines.splitlines() if line.startswith("  sgdsim")]
+    assert [c[c.index("--arch") + 1] + "-" + c[c.index("--mode") + 1] for c in commands] == [
+        "ps-async",
+        "ps-sync",
+        "allreduce-sync",
+    ]
+    with open(tmp_path / "validate.csv", encoding="utf-8") as f:
+        predicted = {
+            r["table"]: float(r["simulated"]) for r in csv.DictReader(f) if r["workers"] == "4"
+        }
+    for argv, table in zip(commands, ("ps-async", "ps-sync", "allreduce"), strict=True):
+        assert main([*argv[1:], "--json", "--quiet"]) == 0
+        simulated = json.loads(capsys.readouterr().out)["points"][0]["examples_per_s"]["value"]
+        assert simulated == pytest.approx(
+            predicted[table], rel=0.02 if table == "ps-async" else 0.005
+        )

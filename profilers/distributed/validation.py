@@ -114,6 +114,7 @@ __all__ = [
     "measure",
     "report_tables",
     "report_text",
+    "simulate_argv",
     "validate",
 ]
 
@@ -801,6 +802,51 @@ class Predictor:
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
         )
+
+
+def simulate_argv(
+    report: ValidationReport,
+    arch: Architecture,
+    workers: int,
+    *,
+    trace_file: str,
+    alone_file: str,
+    network_file: str,
+) -> list[str]:
+    """The ``sgdsim simulate`` command line that predicts ``arch`` with ``workers`` workers as
+    this validation did, from its saved solo trace, computation alone and network profile
+    (:attr:`ValidationReport.network`): the testbed's hosting as options (workers sharing its
+    cores, a link each), a parameter server's communication threads, and no transfer CPU on top
+    of a solo trace whose computation ran beside its transfers. Meant for a validation of the
+    link it measured (no ``--network``, ``--bandwidth`` ... given) and the default ring.
+
+    Raises
+    ------
+    ConfigError : the report has no predictor (it was not made by :func:`assess`).
+    """
+    p = report.predictor
+    if p is None:
+        raise ConfigError("simulate_argv: the report has no predictor")
+    sim_arch, mode = _SIM_SHAPE[arch]
+    cores = p.testbed.worker_cores(arch)
+    ring = sim_arch == "allreduce"
+    trace = alone_file if ring and p.alone is not None else trace_file
+    argv = ["sgdsim", "simulate", trace, "--network", network_file, "--arch", sim_arch]
+    argv += ["--mode", mode, "--workers", str(workers), "--colocated", str(workers)]
+    argv += [
+        "--host-cores",
+        f"{cores:g}",
+        "--worker-cores",
+        f"{min(p.base.threads or cores, cores):g}",
+    ]
+    argv += ["--own-nics"]
+    if p.base.overlap is Overlap.STRICT:
+        argv += ["--overlap", "none"]
+    if not ring:
+        argv += ["--comm-cpu", "0"]  # the solo trace's computation holds what its transfers cost
+        if p.comm_thread_s_per_step > 0:
+            argv += ["--comm-thread", f"{p.comm_thread_s_per_step * 1e3:.6g}ms"]
+    return argv
 
 
 STEP_QUANTILES = (0.05, 0.5, 0.95)
