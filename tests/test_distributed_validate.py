@@ -69,7 +69,10 @@ def test_scenario_prints_and_saves_measured_vs_predicted(
     again = tmp_path / "again"
     runs = tmp_path / "validate-runs.json.gz"
     assert scenario.main(["--from-runs", str(runs), "--quiet", "--out", str(again)]) == 0
-    assert capsys.readouterr().out.split("wrote")[0] == text.split("wrote")[0]
+    # (the simulate lines name each run's own folder)
+    repeated = capsys.readouterr().out.split("wrote")[0]
+    assert repeated.replace(str(again), str(tmp_path)) == text.split("wrote")[0]
+    assert "the same predictions from the files written, with `sgdsim simulate`:" in text
     assert (again / "validate.csv").read_text() == (tmp_path / "validate.csv").read_text()
     assert not (again / "validate-runs.json.gz").exists()  # the input is not copied
 
