@@ -58,7 +58,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from profilers.distributed.config import Architecture
 from profilers.distributed.export import run_timeline_spans
 from profilers.distributed.validation import (
     PREDICTORS,
@@ -139,10 +138,7 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
     measured, predictor = report.measurements, report.predictor
     if measured is None or predictor is None:
         return
-    largest = {}
-    for point in measured.points:
-        if point.workers >= largest.get(point.architecture, point).workers:
-            largest[point.architecture] = point
+    largest = measured.largest_points()
     predicted = {(p.architecture, p.workers): p.simulated for p in report.points}
     for arch, point in largest.items():
         run = point.runs[0]
@@ -172,19 +168,17 @@ def simulate_commands(
     ring's placement (the files then do not hold what the predictions used)."""
     given = [name for name in LINK_OPTIONS if getattr(args, name, None) is not None]
     placement = getattr(args, "ring_cpu_work", RING_CPU_PLACEMENT)
-    if given or placement != RING_CPU_PLACEMENT or report.network is None:
+    measured = report.measurements
+    if given or placement != RING_CPU_PLACEMENT or report.network is None or measured is None:
         return ""
-    largest: dict[str, int] = {}
-    for p in report.points:
-        largest[p.architecture] = max(largest.get(p.architecture, 0), p.workers)
     files = {
         "trace_file": str(out.folder / TRACE_FILE),
         "alone_file": str(out.folder / ALONE_TRACE_FILE),
         "network_file": str(out.folder / NETWORK_FILE),
     }
     lines = ["the same predictions from the files written, with `sgdsim simulate`:"]
-    for arch, workers in largest.items():
-        argv = simulate_argv(report, Architecture(arch), workers, **files)
+    for arch, point in measured.largest_points().items():
+        argv = simulate_argv(report, arch, point.workers, **files)
         lines.append("  " + " ".join(argv))
     return "\n".join(lines)
 

@@ -102,8 +102,7 @@ def plot(report: CampaignReport, out: ScenarioOutput) -> None:
     axes[0].legend(fontsize=7, loc="lower left")
     halves = "; dashed: held-out half" if report.fit_rate_bps is not None else ""
     fig.suptitle(
-        "Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%"
-        f"{halves})",
+        f"Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%{halves})",
         fontsize=10,
     )
     fig.tight_layout()

@@ -80,9 +80,10 @@ def measured_network_profile(
     ring = None
     if measured.ring is not None:
         method = f"profilers.distributed.ring_goodput of the model's layers ({where})"
-        latency = cpu = None
+        latency = cpu = segments = None
         if sharing is not None:
-            latency = measured.ring.message_latency_s(sharing.goodput_bps())
+            segments = GLOO_SEGMENT_BYTES  # what the ring's runs and the simulator send
+            latency = measured.ring.message_latency_s(sharing.goodput_bps(), segments)
             method += (
                 "; cost per message: its time beyond the bytes at one flow's goodput, over "
                 "gloo's segments of at most 1 MiB"
@@ -99,7 +100,7 @@ def measured_network_profile(
             created_utc=now,
             message_latency_s=latency,
             cpu_s_per_byte=cpu,
-            segment_bytes=GLOO_SEGMENT_BYTES if latency is not None else None,
+            segment_bytes=segments,
         )
     duplex = None
     if measured.duplex is not None:

@@ -109,6 +109,14 @@ class Measurements:
         """Every run of the computation alone the profile pools, ``alone`` first."""
         return (self.alone, *self.alone_more)
 
+    def largest_points(self) -> dict[Architecture, MeasuredPoint]:
+        """Each architecture's point with the most workers, in the order first measured."""
+        largest: dict[Architecture, MeasuredPoint] = {}
+        for point in self.points:
+            if point.workers >= largest.get(point.architecture, point).workers:
+                largest[point.architecture] = point
+        return largest
+
 
 COMPACT_DECIMALS = 7  # timestamps and durations to 0.1 us: far below any op the runs time
 
@@ -119,9 +127,7 @@ def compacted(m: Measurements) -> Measurements:
     alone runs (the trace is built from them) and the first run of each architecture's largest
     W (the timeline figures show it) keep all their spans. Timestamps are rounded to 0.1 us.
     """
-    largest: dict[Architecture, int] = {}
-    for p in m.points:
-        largest[p.architecture] = max(largest.get(p.architecture, 0), p.workers)
+    largest = {arch: point.workers for arch, point in m.largest_points().items()}
     points = tuple(
         dataclasses.replace(
             p,

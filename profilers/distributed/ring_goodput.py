@@ -71,9 +71,12 @@ class RingGoodput:
     def messages(self) -> int:
         """Messages each rank sends per repetition: gloo's segments of each layer
         (:func:`~simcore.sim.dag.ring_message_count`, at least 4(W-1) per layer)."""
-        return sum(
-            ring_message_count(n, self.workers, GLOO_SEGMENT_BYTES) for n in self.layer_nbytes
-        )
+        return self.message_count(GLOO_SEGMENT_BYTES)
+
+    def message_count(self, segment_bytes: float | None) -> int:
+        """Messages each rank sends per repetition with segments of at most ``segment_bytes``
+        (None: the paper's 2(W-1) per layer)."""
+        return sum(ring_message_count(n, self.workers, segment_bytes) for n in self.layer_nbytes)
 
     def cpu_costs(self) -> RingCpuCost | None:
         """A rank's CPU work per byte it sends or receives and per message, from the two ways
@@ -116,11 +119,8 @@ class RingGoodput:
         four behaves only through the two terms: for 19 small layers (resnet8) the messages are
         most of the time.
         """
-        messages = sum(
-            ring_message_count(n, self.workers, segment_bytes) for n in self.layer_nbytes
-        )
         beyond = statistics.median(self.times_s) - self.bits_per_link / link_bps
-        return max(beyond, 0.0) / messages
+        return max(beyond, 0.0) / self.message_count(segment_bytes)
 
 
 def ring_goodput_text(ring: RingGoodput, one_flow_bps: float | None = None) -> str:

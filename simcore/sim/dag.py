@@ -479,7 +479,7 @@ def ring_latency_s(latency_s: float, k: int) -> float:
     of its linear fit) is paid 2(k-1) times one after another: the alpha-beta cost
     2(k-1) alpha + 2(k-1)/k M/B. One participant exchanges nothing and pays nothing.
     """
-    return 2 * (k - 1) * latency_s
+    return ring_message_count(0, k) * latency_s
 
 
 def _intra_host_op(config: SimulationConfig) -> Callable[[str, Op, list[str]], _Node] | None:
