@@ -144,9 +144,11 @@ class LinkSettings:
                 f"{what}"
             )
         cpu = self.comm_cpu_s_per_byte
-        # A ring's own CPU per byte (the profile's ring terms) replaces the transfers' cost.
+        # A ring's own CPU per byte (the profile's ring terms) replaces the transfers' cost;
+        # so does a parameter server's communication threads' CPU per step, which models the
+        # same work for a trace that ran beside its transfers.
         ring_cpu = terms is not None and terms.cpu_s_per_byte is not None and not cpu.is_option
-        if cpu.value > 0 and not ring_cpu:
+        if cpu.value > 0 and not ring_cpu and not self._threads_replace_cpu(config):
             cores = config.host_cpu_cores
             if cores is None:
                 cores = self.host_cpu_cores.value
@@ -157,6 +159,11 @@ class LinkSettings:
                 )
             changes.update(comm_cpu_s_per_byte=cpu.value, host_cpu_cores=cores)
         return dataclasses.replace(config, **changes)
+
+    def _threads_replace_cpu(self, config: SimulationConfig) -> bool:
+        """Whether ``config``'s communication threads stand in for the profile's transfer CPU
+        (not for a ``--comm-cpu`` given)."""
+        return config.comm_thread_s_per_step > 0 and not self.comm_cpu_s_per_byte.is_option
 
     def _ring_changes(self, terms: RingGoodput, config: SimulationConfig) -> dict[str, Any]:
         """A ring's fixed cost per message (unless ``--latency`` was given) and its CPU per
@@ -266,6 +273,11 @@ class LinkSettings:
             )
         if cpu.value <= 0:
             return "transfer CPU off" + _unless_default(cpu)
+        if self._threads_replace_cpu(config):
+            return (
+                f"transfer CPU {cpu.value * 1e9:.3g} ns/B ({cpu.source}) not used: the "
+                "communication threads' CPU per step stands for it"
+            )
         cores = config.host_cpu_cores
         where = self.host_cpu_cores.source if cores == self.host_cpu_cores.value else "--host-cores"
         return _cpu_phrase(cpu, cores, where)

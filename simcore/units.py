@@ -146,6 +146,8 @@ def _parse(
         if match is None:
             raise _fail(kind, name, value)
         number, unit = float(match["number"]), match["unit"]
+    if not unit and number == 0 and not positive:
+        return 0.0, ""  # nothing needs no unit: `--comm-thread 0` turns a cost off
     if not unit:
         if default_unit is None:
             raise _fail(kind, name, value, "the unit is missing")

@@ -25,11 +25,7 @@ from profilers.distributed.campaign import (
     campaign_text,
     shipped_campaigns,
 )
-from profilers.distributed.comm_cpu import (
-    comm_thread_cpu,
-    compute_s_per_step,
-    ring_cpu_work_s_per_byte,
-)
+from profilers.distributed.comm_cpu import compute_s_per_step, ring_cpu_work_s_per_byte
 from profilers.distributed.config import Overlap, RunConfig
 from profilers.distributed.measurements import (
     Measurements,
@@ -40,6 +36,7 @@ from profilers.distributed.measurements import (
 )
 from profilers.distributed.records import RunResult, StepRecord, run_from_dict, run_to_dict
 from profilers.distributed.ring_goodput import RingGoodput
+from profilers.distributed.to_trace import pooled_trace, run_to_trace, with_compute_of
 from profilers.distributed.validation import (
     assess,
     measured_phase_label,
@@ -50,6 +47,7 @@ from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings, Sourced
 from simcore.network_io import save_network_profile
 from simcore.parallel import jobs
+from simcore.trace.cpu import measured_comm_thread
 from simcore.trace.io import load_trace, save_trace
 from simcore.trace.model import Resource
 
@@ -258,8 +256,10 @@ def test_runs_with_cpu_time_charge_what_their_one_worker_runs_used() -> None:
     report = assess(m, ideal=False)
     predictor = report.predictor
     assert predictor is not None
-    measured = comm_thread_cpu(m.solo_runs, report.trace)
+    measured = measured_comm_thread(report.trace)  # the solo runs' CPU time, in the trace
     assert measured is not None and measured.beyond_s > 0
+    runs_cpu = statistics.fmean(r.cpu_s_per_step() or math.nan for r in m.solo_runs)
+    assert measured.cpu_s_per_step == pytest.approx(runs_cpu, rel=1e-9)
     assert predictor.comm_thread_s_per_step == measured.beyond_s
     assert "communication threads" in report.link_text
     # One worker still takes about the measured step: the work fills what the computation
@@ -271,20 +271,20 @@ def test_runs_with_cpu_time_charge_what_their_one_worker_runs_used() -> None:
     assert predictor.ps_latency_s == 0.0
 
 
-def test_comm_thread_cpu_is_the_runs_cpu_less_the_traces_computation() -> None:
-    trace = load_trace("cnn-b32")
+def test_a_one_worker_runs_trace_carries_its_cpu_time_and_the_alone_trace_does_not() -> None:
     run = measurements().solo
+    trace = run_to_trace(run)
     compute = compute_s_per_step(trace)
     timed = dataclasses.replace(
         run, steps=tuple(dataclasses.replace(s, cpu_s=compute + 0.002) for s in run.steps)
     )
-    measured = comm_thread_cpu([timed, timed], trace)
+    measured = measured_comm_thread(run_to_trace(timed))
     assert measured is not None and measured.beyond_s == pytest.approx(0.002)
-    assert comm_thread_cpu([timed, run], trace) is None  # one run without CPU time
-    idle = dataclasses.replace(
-        run, steps=tuple(dataclasses.replace(s, cpu_s=compute / 2) for s in run.steps)
-    )
-    assert comm_thread_cpu([idle], trace).beyond_s == 0.0  # type: ignore[union-attr]
+    assert measured_comm_thread(trace) is None  # the run did not record its CPU time
+    pooled = pooled_trace([timed, run])  # one run without CPU time: no mean to speak of
+    assert measured_comm_thread(pooled) is None
+    alone = with_compute_of(run_to_trace(timed), measurements().alone)
+    assert all(step.cpu_s is None for step in alone.steps)
 
 
 @pytest.mark.skipif(not shipped_campaigns(), reason="no campaign shipped")

@@ -13,22 +13,18 @@ long per step as the real worker did.
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from profilers.distributed.bisection import bisect_increasing
-from profilers.distributed.records import RunResult
 from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig, simulate
+from simcore.trace.cpu import computation_s_per_step as compute_s_per_step
 from simcore.trace.model import Resource, Trace
 
 __all__ = [
     "CommCpuFit",
-    "CommThreadCpu",
-    "comm_thread_cpu",
     "compute_s_per_step",
     "fit_comm_cpu",
     "ring_cpu_work_s_per_byte",
@@ -53,12 +49,6 @@ class CommCpuFit:
     def slowdown(self) -> float:
         """Computation with transfers over computation alone, as measured."""
         return self.measured_compute_s / self.alone_compute_s
-
-
-def compute_s_per_step(trace: Trace) -> float:
-    """Mean over the trace's steps of its worker's computation per step (s)."""
-    worker = [i for i, op in enumerate(trace.ops) if op.resource is Resource.WORKER]
-    return statistics.fmean(sum(step.duration_s[i] or 0.0 for i in worker) for step in trace.steps)
 
 
 def simulated_compute_s_per_step(trace: Trace, config: SimulationConfig) -> float:
@@ -121,39 +111,6 @@ def fit_comm_cpu(alone: Trace, measured_compute_s: float, config: SimulationConf
     if top <= measured_compute_s:
         return fit(highest, top)
     return fit(*bisect_increasing(simulated, measured_compute_s, 0.0, highest))
-
-
-@dataclass(frozen=True)
-class CommThreadCpu:
-    """A worker's CPU per step beyond its trace's computation, as the one-worker runs measured.
-
-    The worker process's CPU time per step (every thread: ``StepRecord.cpu_s``) less the
-    computation its trace replays: what the communication threads (gloo's copies and sockets,
-    the kernel's network stack on the worker's behalf) and the Python around the transfers took
-    while the computation was not running. Its share that ran during the computation is in the
-    computation's measured time already; this is the rest, which the simulator puts on the
-    worker's communication thread (``SimulationConfig.comm_thread_s_per_step``).
-    """
-
-    cpu_s_per_step: float  # the process's CPU per step, measured
-    compute_s_per_step: float  # the trace's computation per step (what the replay charges)
-
-    @property
-    def beyond_s(self) -> float:
-        """The CPU per step the trace's computation does not hold (never negative)."""
-        return max(self.cpu_s_per_step - self.compute_s_per_step, 0.0)
-
-
-def comm_thread_cpu(runs: Sequence[RunResult], trace: Trace) -> CommThreadCpu | None:
-    """What ``runs`` (one-worker runs, pooled into ``trace``) used of the CPU per step beyond
-    ``trace``'s computation; None when a run did not measure its CPU time (runs recorded
-    before the runner did)."""
-    measured = [run.cpu_s_per_step() for run in runs]
-    if not measured or None in measured:
-        return None
-    return CommThreadCpu(
-        statistics.fmean(m for m in measured if m is not None), compute_s_per_step(trace)
-    )
 
 
 def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:

@@ -73,12 +73,15 @@ def run_to_trace(result: RunResult) -> Trace:
     placement = place_layers(setup.param_layers, config.servers)
     server_of = {layer.name: placement[layer.index] for layer in setup.param_layers}
     starts = {s.step: s.start_s for s in result.steps}
+    cpu = {s.step: s.cpu_s for s in result.steps}  # the process's, every thread's (or None)
     by_step: dict[int, list[Span]] = defaultdict(list)
     for span in result.spans:
         if span.step >= config.warmup:
             by_step[span.step].append(span)
     steps = tuple(
-        _profile(ops, by_step[n], starts[n], server_of) for n in sorted(by_step) if n in starts
+        dataclasses.replace(_profile(ops, by_step[n], starts[n], server_of), cpu_s=cpu[n])
+        for n in sorted(by_step)
+        if n in starts
     )
     dtypes = {str(p.dtype).removeprefix("torch.") for p in setup.module.parameters()}
     dtype = ",".join(sorted(dtypes)) or "none"
@@ -119,6 +122,7 @@ def with_compute_of(trace: Trace, compute_run: RunResult | Sequence[RunResult]) 
         for i in computation:
             measured = timed.get(trace.ops[i].id)
             durations[i] = 0.0 if measured is None else round(max(measured[1], 0.0), ROUND_DIGITS)
+        # No cpu_s: the compute runs' CPU is not this trace's, whose transfers stay measured.
         steps.append(StepProfile(duration_s=tuple(durations), start_s=step.start_s))
     meta = trace.metadata
     notes = f"{meta.notes}; computation from a run without transfers".lstrip("; ")

@@ -36,7 +36,8 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    parameter server it replays the profile as it ran (each worker computes as the one worker
    did beside its own transfers), and each worker's communication threads take the CPU the
    one-worker runs used beyond that computation, on the cores the computations leave
-   (:func:`~profilers.distributed.comm_cpu.comm_thread_cpu`); for ring AllReduce, whose
+   (:func:`simcore.trace.cpu.measured_comm_thread`: the trace carries the runs' CPU time per
+   step, and ``sgdsim simulate`` charges it alike); for ring AllReduce, whose
    one-worker run sends nothing, the computation alone with the transfers' CPU work put on
    the cores beside it: per byte, what the one-worker run's transfers cost its computation
    (:func:`ring_cpu_work_s_per_byte`), pipelined with each all-reduce's messages
@@ -63,8 +64,6 @@ import numpy as np
 
 from profilers.distributed.comm_cpu import (
     CommCpuFit,
-    CommThreadCpu,
-    comm_thread_cpu,
     compute_s_per_step,
     fit_comm_cpu,
     ring_cpu_work_s_per_byte,
@@ -101,6 +100,7 @@ from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
+from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
@@ -448,7 +448,7 @@ def assess(
     own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
     duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
     duplex_bps = duplex_limit_bps(duplex.value, bandwidth.value)
-    comm_thread = comm_thread_cpu(measured.solo_runs, trace)
+    comm_thread = measured_comm_thread(trace)  # the solo runs' CPU time, pooled into the trace
     fitting = Predictor(
         trace,
         bandwidth_bps,
@@ -816,9 +816,10 @@ def simulate_argv(
     """The ``sgdsim simulate`` command line that predicts ``arch`` with ``workers`` workers as
     this validation did, from its saved solo trace, computation alone and network profile
     (:attr:`ValidationReport.network`): the testbed's hosting as options (workers sharing its
-    cores, a link each), a parameter server's communication threads, and no transfer CPU on top
-    of a solo trace whose computation ran beside its transfers. Meant for a validation of the
-    link it measured (no ``--network``, ``--bandwidth`` ... given) and the default ring.
+    cores, a link each). A parameter server's communication threads come from the solo trace's
+    own CPU time (schema version 3), which also keeps the profile's transfer CPU off; runs that
+    did not record it get neither. Meant for a validation of the link it measured (no
+    ``--network``, ``--bandwidth`` ... given) and the default ring.
 
     Raises
     ------
@@ -842,10 +843,8 @@ def simulate_argv(
     argv += ["--own-nics"]
     if p.base.overlap is Overlap.STRICT:
         argv += ["--overlap", "none"]
-    if not ring:
+    if not ring and measured_comm_thread(p.trace) is None:
         argv += ["--comm-cpu", "0"]  # the solo trace's computation holds what its transfers cost
-        if p.comm_thread_s_per_step > 0:
-            argv += ["--comm-thread", f"{p.comm_thread_s_per_step * 1e3:.6g}ms"]
     return argv
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from simcore.cli.guards import check_range
@@ -14,6 +15,8 @@ from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
+from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
+from simcore.trace.model import Trace
 from simcore.units import parse_bandwidth, parse_duration
 
 MAX_CORES = 1e6  # --host-cores, --worker-cores
@@ -68,8 +71,10 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
         "--comm-thread",
         metavar="CPU_PER_STEP",
         help="--arch ps: CPU a worker's communication threads spend per step beyond the trace's "
-        "computation, e.g. 3ms (default 0), shared over its transfers; with --host-cores on "
-        "the cores the computation leaves, else on a core of its own (SEMANTICS.md)",
+        "computation, e.g. 3ms, shared over its transfers; with --host-cores on the cores the "
+        "computation leaves, else on a core of its own (default: with --host-cores, what the "
+        "trace measured if it ran beside a parameter server and recorded its CPU time, else 0; "
+        "SEMANTICS.md)",
     )
 
 
@@ -117,10 +122,14 @@ def devices_and_intra_link(
 
 
 def apply_host_options(
-    args: argparse.Namespace, config: SimulationConfig, topology: Topology | None
+    args: argparse.Namespace,
+    config: SimulationConfig,
+    topology: Topology | None,
+    traces: Sequence[Trace] = (),
 ) -> SimulationConfig:
     """``config`` with the host options, falling back on ``topology``'s values (the transfers'
-    CPU cost, ``--comm-cpu``, is the link's: :mod:`simcore.cli.link_options`)."""
+    CPU cost, ``--comm-cpu``, is the link's: :mod:`simcore.cli.link_options`), and a parameter
+    server's communication threads from the trace's own CPU time (:func:`trace_comm_thread`)."""
     ring = config.arch == "allreduce"
     devices, intra = devices_and_intra_link(args, topology)
     changes: dict[str, Any] = {
@@ -146,7 +155,29 @@ def apply_host_options(
             changes["flow_cap_bps"] = topology.flow_cap_bps
         if getattr(args, "worker_bandwidth", None) is None and not ring:
             changes["worker_bandwidth_bps"] = topology.nic_bandwidth_bps
-    return dataclasses.replace(config, **changes)
+    config = dataclasses.replace(config, **changes)
+    cpu = trace_comm_thread(args, config, traces)
+    if cpu is not None:
+        config = dataclasses.replace(config, comm_thread_s_per_step=cpu.beyond_s)
+    return config
+
+
+def trace_comm_thread(
+    args: argparse.Namespace, config: SimulationConfig, traces: Sequence[Trace]
+) -> CommThreadCpu | None:
+    """What a parameter server's workers spend per step beyond their trace's computation, when
+    the trace measured it (a run beside a real server that recorded its CPU time,
+    :func:`simcore.trace.cpu.measured_comm_thread`) and the workers share cores
+    (``--host-cores``): what ``--comm-thread`` would set. None when an option decides
+    (``--comm-thread``, or ``--comm-cpu``'s per-byte model of the same work), for a ring, for
+    workers of several traces, or on hosts of their own (the trace already ran beside its
+    transfers on one)."""
+    if config.arch != "ps" or config.host_cpu_cores is None or len(traces) != 1:
+        return None
+    if args.comm_thread is not None or getattr(args, "comm_cpu", None) is not None:
+        return None
+    measured = measured_comm_thread(traces[0])
+    return measured if measured is not None and measured.beyond_s > 0 else None
 
 
 def _bandwidth(text: str | None, name: str) -> float | None:

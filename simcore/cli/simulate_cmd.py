@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ from simcore.sim.results import timeline_to_dict
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.topology import Topology
+from simcore.trace.cpu import measured_comm_thread
 from simcore.trace.io import load_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.units import (
@@ -325,12 +327,14 @@ def build_config(
     link: LinkSettings,
     topology: Topology | None = None,
     rule: PrecisionRule | None = None,
+    traces: Sequence[Trace] = (),
 ) -> SimulationConfig:
     """The SimulationConfig the arguments describe, for ``workers`` workers (or hosts).
 
     ``link`` (:func:`command_link`) supplies the link and its effects; ``topology``
     (``--topology``) the host settings that the host options leave open; ``rule`` (the stopping
-    rule, None with ``--steps``) the first run's length.
+    rule, None with ``--steps``) the first run's length; ``traces`` what the workers replay
+    (a parameter server's communication threads may come from its measured CPU time).
     """
     parse_alpha = parse_alpha_option(args.parse_alpha)[0]
     window, window_option = http2_window_option(args)
@@ -372,7 +376,7 @@ def build_config(
         timeline=args.timeline is not None,
         overlap=args.overlap,
     )
-    return link.apply(apply_host_options(args, config, topology))
+    return link.apply(apply_host_options(args, config, topology, traces))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -398,8 +402,8 @@ def run(args: argparse.Namespace) -> int:
     link = command_link(args, topology)
     # Every configuration is checked before anything runs (errors name options: cli.main).
     rule = precision_rule(args)
-    configs = [build_config(args, w, link, topology, rule) for w in counts]
     traces = [load_trace(t) for t in args.trace]
+    configs = [build_config(args, w, link, topology, rule, traces) for w in counts]
     total = sum(worker_steps(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)
     work = total * ops_per_step
@@ -441,7 +445,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.csv:
         print_csv(SIMULATE_CSV_HEADER, simulate_csv_rows(results))
     elif len(configs) == 1:
-        print(format_result(results[0], traces[0]))
+        print(format_result(results[0], traces[0], comm_thread_option=args.comm_thread is not None))
     else:
         print(format_sweep(results, traces[0]))
     if not (args.json or args.csv):
@@ -499,7 +503,9 @@ def _ci(result: SimulationResult, scale: float = 1.0) -> str:
     return f"{format_number(est.ci_low)} .. {format_number(est.ci_high)}"
 
 
-def format_result(result: SimulationResult, trace: Trace) -> str:
+def format_result(
+    result: SimulationResult, trace: Trace, *, comm_thread_option: bool = False
+) -> str:
     """The text of a single simulation."""
     c = result.config
     est = result.examples_per_s
@@ -512,7 +518,7 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
         f"model      {trace.metadata.model_name}, batch {trace.metadata.batch_size}",
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
-        *_host_lines(c),
+        *_host_lines(c, trace, comm_thread_option),
         f"run        {length_text(result)}, seed {c.seed}",
         f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {format_number(result.steps_per_s.value)} steps/s",
@@ -532,8 +538,10 @@ def format_result(result: SimulationResult, trace: Trace) -> str:
     return "\n".join(lines)
 
 
-def _host_lines(c: SimulationConfig) -> list[str]:
-    """How workers map to hosts, when they do not each have a host of one device."""
+def _host_lines(c: SimulationConfig, trace: Trace, comm_thread_option: bool) -> list[str]:
+    """How workers map to hosts, when they do not each have a host of one device, and what a
+    worker's communication threads take: ``--comm-thread`` (``comm_thread_option``) or what
+    ``trace`` measured."""
     lines = []
     if c.devices_per_host > 1:
         intra = format_bandwidth(c.intra_bandwidth_bps or 0.0)
@@ -553,9 +561,17 @@ def _host_lines(c: SimulationConfig) -> list[str]:
             else "on a core of its own"
         )
         cpu_s = format_seconds(c.comm_thread_s_per_step)
+        measured = measured_comm_thread(trace)
+        if measured is not None and not comm_thread_option:
+            source = (
+                f"measured: the trace's {format_seconds(measured.cpu_s_per_step)} of CPU per "
+                f"step less the {format_seconds(measured.compute_s_per_step)} it computes"
+            )
+        else:
+            source = "--comm-thread"
         lines.append(
             f"comm       each worker's communication threads: {cpu_s} of CPU per step beside "
-            f"the computation, {where} (--comm-thread)"
+            f"the computation, {where} ({source})"
         )
     if c.flow_cap_bps is not None:
         caps = c.flow_cap_bps if isinstance(c.flow_cap_bps, tuple) else (c.flow_cap_bps,)

@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     link = link_settings(
         args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
     )
-    config = _config(args, workers, link, topology, rule)
+    config = _config(args, workers, link, topology, rule, trace)
     ops = len(trace.ops)
     check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
     validate(trace, config)
@@ -220,6 +220,7 @@ def _config(
     link: LinkSettings,
     topology: Topology | None,
     rule: PrecisionRule | None,
+    trace: Trace,
 ) -> SimulationConfig:
     mode = implied_mode(args.arch, args.mode)
     steps, warmup = first_length(args, rule, workers, mode)
@@ -242,7 +243,7 @@ def _config(
         if args.flow_cap is None
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
     )
-    return link.apply(apply_host_options(args, config, topology))
+    return link.apply(apply_host_options(args, config, topology, [trace]))
 
 
 def _timeline(

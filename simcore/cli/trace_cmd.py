@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import numpy as np
+
 from simcore.cli.output_options import (
     TRACE_LAYERS_CSV_HEADER,
     add_output_options,
@@ -17,10 +19,11 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, profiled_step_spans
 from simcore.files import check_output
 from simcore.report.output import print_json
+from simcore.trace.cpu import measured_comm_thread
 from simcore.trace.io import load_trace, sample_names, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
-from simcore.units import format_bytes, format_number
+from simcore.units import format_bytes, format_number, format_seconds
 
 SLOWEST_LAYERS_SHOWN = 10
 
@@ -123,6 +126,22 @@ def _overhead_lines(trace: Trace, summary: TraceSummary) -> list[str]:
     ]
 
 
+def _cpu_lines(trace: Trace) -> list[str]:
+    """The process's CPU time per step (schema v3), and what of it lies beyond the computation
+    for a trace made beside a real parameter server; nothing when the steps did not record it."""
+    cpu = [step.cpu_s for step in trace.steps]
+    if not cpu or any(c is None for c in cpu):
+        return []
+    what = "the process's, every thread"
+    measured = measured_comm_thread(trace)
+    if measured is not None:
+        what += (
+            f"; {format_seconds(measured.beyond_s)} beyond the computation, charged to the "
+            "communication threads of workers sharing cores"
+        )
+    return [f"  {'cpu (measured)':<22} {_ms(Spread.of(np.array(cpu, dtype=float)))}   ({what})"]
+
+
 def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
     """The text of ``sgdsim trace show``."""
     md = trace.metadata
@@ -148,6 +167,7 @@ def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
         what = "whole step" if phase == "step" else "whole phase"
         lines.append(f"  {phase + ' (measured)':<22} {_ms(spread)}   ({what}, wall clock)")
     lines += _overhead_lines(trace, summary)
+    lines += _cpu_lines(trace)
     if n_layers:
         slowest = sorted(summary.layers, key=lambda t: t.forward_s + t.backward_s, reverse=True)
         lines += [

@@ -20,9 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 SCHEMA_NAME = "sgdsim.trace"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 traces still load: they lack the per-step fixed costs (FORMAT.md, "Versions").
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
 
 
 class Resource(str, enum.Enum):
@@ -131,7 +131,10 @@ class StepProfile:
     the wall-clock times of the whole phases, measured around them in the same step. ``wall_s``
     (schema version 2) is the wall-clock time of the whole step, from before zeroing the
     gradients to after the last update; the step's fixed-cost ops carry what its layers' ops do
-    not cover (``simcore.trace.overhead``).
+    not cover (``simcore.trace.overhead``). ``cpu_s`` (schema version 3) is the CPU time the
+    worker's process used during the step, every thread's: in a run beside a real parameter
+    server it holds its communication threads' work, which the computation ops do not
+    (``simcore.trace.cpu``).
     """
 
     duration_s: tuple[float | None, ...]
@@ -140,6 +143,7 @@ class StepProfile:
     backward_s: float | None = None
     update_s: float | None = None
     wall_s: float | None = None
+    cpu_s: float | None = None
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:

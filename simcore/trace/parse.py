@@ -30,6 +30,7 @@ from simcore.units import MAX_DURATION_S, MAX_SIZE_BYTES
 
 MAX_BATCH_SIZE = 2**40  # examples per step; beyond it rates lose meaning (and ints overflow floats)
 _REGENERATE_HINT = "regenerate it with `sgdsim profile` (see the README)"
+CPU_VERSION = 3  # the first schema version with steps[].cpu_s
 
 
 class _Ctx:
@@ -116,7 +117,7 @@ def _trace_from_dict(ctx: _Ctx, data: Any) -> Trace:
     layers = _parse_layers(ctx, ctx.sequence(data, "layers", "top level"))
     ops = _parse_ops(ctx, ctx.sequence(data, "ops", "top level"), {layer.name for layer in layers})
     _check_acyclic(ctx, ops)
-    steps = _parse_steps(ctx, ctx.sequence(data, "steps", "top level"), ops)
+    steps = _parse_steps(ctx, ctx.sequence(data, "steps", "top level"), ops, version)
     metadata = _parse_metadata(ctx, ctx.get(data, "metadata", "top level"), len(steps))
     return Trace(
         metadata=metadata,
@@ -313,7 +314,9 @@ def _cycle_among_left(ops: Sequence[Op], index: Mapping[str, int], waiting: list
     return loop[first:] + loop[:first]
 
 
-def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tuple[StepProfile, ...]:
+def _parse_steps(
+    ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op], version: int
+) -> tuple[StepProfile, ...]:
     if not raw_steps:
         ctx.fail("field 'steps'", "a trace needs at least one profiled step")
     steps = []
@@ -350,6 +353,10 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
                 None if v is None else ctx.seconds(v, f"{where} op {op.id!r}", "start_s")
                 for op, v in zip(ops, raw_starts, strict=True)
             )
+        cpu_s = ctx.optional_seconds(raw, "cpu_s", where)
+        if cpu_s is not None and version < CPU_VERSION:
+            # An older reader would drop it and predict otherwise: the version must say so.
+            ctx.fail(where, f"field 'cpu_s' needs schema_version {CPU_VERSION}, got {version}")
         steps.append(
             StepProfile(
                 duration_s=tuple(parsed),
@@ -358,6 +365,7 @@ def _parse_steps(ctx: _Ctx, raw_steps: Sequence[Any], ops: Sequence[Op]) -> tupl
                 backward_s=ctx.optional_seconds(raw, "backward_s", where),
                 update_s=ctx.optional_seconds(raw, "update_s", where),
                 wall_s=ctx.optional_seconds(raw, "wall_s", where),
+                cpu_s=cpu_s,
             )
         )
     return tuple(steps)
@@ -417,7 +425,7 @@ def _step_to_dict(step: StepProfile) -> dict[str, Any]:
     out: dict[str, Any] = {"duration_s": list(step.duration_s)}
     if step.start_s is not None:
         out["start_s"] = list(step.start_s)
-    for key in ("forward_s", "backward_s", "update_s", "wall_s"):
+    for key in ("forward_s", "backward_s", "update_s", "wall_s", "cpu_s"):
         value = getattr(step, key)
         if value is not None:
             out[key] = value

@@ -1,0 +1,73 @@
+"""A worker's CPU beyond its trace's computation, from the CPU time its steps recorded.
+
+A trace made from a one-worker run beside a real parameter server (its transfers' durations
+measured) replays the computation as it ran there: slowed by whatever shared the worker's core
+with it. What its communication threads (gloo's copies and sockets, the kernel's network stack on
+the worker's behalf) did while the computation was not running is in no op. When the run recorded
+its process's CPU time per step (``StepProfile.cpu_s``, schema version 3), that rest is the CPU
+per step less the computation the trace replays; on cores shared by several workers it is work
+they compete for (``SimulationConfig.comm_thread_s_per_step``).
+
+A trace of the computation alone (``sgdsim profile``: no measured transfers) has no such threads
+to speak of: its CPU beyond the computation is torch's intra-op threads and the Python between
+layers, which the host model counts through the worker's cores instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcore.trace.model import Resource, Trace
+
+__all__ = [
+    "CommThreadCpu",
+    "computation_s_per_step",
+    "measured_comm_thread",
+    "measured_transfers",
+]
+
+
+@dataclass(frozen=True)
+class CommThreadCpu:
+    """A worker's CPU per step beyond its trace's computation, as its runs measured.
+
+    The worker process's CPU time per step (every thread) less the computation its trace
+    replays. The share of the communication threads' work that ran during the computation is in
+    the computation's measured time already; this is the rest, which the simulator puts on the
+    worker's communication thread (``SimulationConfig.comm_thread_s_per_step``).
+    """
+
+    cpu_s_per_step: float  # the process's CPU per step, measured
+    compute_s_per_step: float  # the trace's computation per step (what the replay charges)
+
+    @property
+    def beyond_s(self) -> float:
+        """The CPU per step the trace's computation does not hold (never negative)."""
+        return max(self.cpu_s_per_step - self.compute_s_per_step, 0.0)
+
+
+def computation_s_per_step(trace: Trace) -> float:
+    """Mean over the trace's steps of its worker's computation per step (s)."""
+    worker = [i for i, op in enumerate(trace.ops) if op.resource is Resource.WORKER]
+    total = math.fsum(sum(step.duration_s[i] or 0.0 for i in worker) for step in trace.steps)
+    return total / len(trace.steps)
+
+
+def measured_transfers(trace: Trace) -> bool:
+    """Whether the trace's transfers carry measured durations: it was made beside a real
+    parameter server rather than from the computation alone."""
+    network = [i for i, op in enumerate(trace.ops) if op.is_communication]
+    return bool(network) and any(
+        step.duration_s[i] is not None for step in trace.steps for i in network
+    )
+
+
+def measured_comm_thread(trace: Trace) -> CommThreadCpu | None:
+    """The trace's CPU per step beyond its computation; None unless every step recorded its CPU
+    time and the trace ran beside its transfers (:func:`measured_transfers`)."""
+    cpu = [step.cpu_s for step in trace.steps]
+    if not cpu or any(c is None for c in cpu) or not measured_transfers(trace):
+        return None
+    mean = math.fsum(c for c in cpu if c is not None) / len(cpu)
+    return CommThreadCpu(mean, computation_s_per_step(trace))
