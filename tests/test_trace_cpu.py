@@ -161,3 +161,13 @@ def test_trace_show_lists_the_cpu_time_and_what_lies_beyond_the_computation(
     assert "beyond" not in line  # no transfers ran beside it: nothing to charge
     assert main(["trace", "show", "cnn-b32"]) == 0
     assert "cpu (measured)" not in capsys.readouterr().out  # not recorded
+
+
+def test_timeline_charges_them_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(save_trace(beside_a_server([0.012, 0.016]), tmp_path / "solo.json"))
+    chrome = str(tmp_path / "timeline.json")
+    argv = ["timeline", path, "--arch", "ps", "--bandwidth", "10Gbit/s", "--steps", "20"]
+    argv += ["--workers", "2", "--colocated", "2", "--host-cores", "1"]
+    assert main([*argv, "--chrome", chrome, "--json"]) == 0
+    (only,) = json.loads(capsys.readouterr().out)["points"]
+    assert only["comm_thread_s_per_step"] == {"value": pytest.approx(0.008), "source": "trace"}

@@ -162,6 +162,14 @@ def apply_host_options(
     return config
 
 
+def comm_thread_source(args: argparse.Namespace, config: SimulationConfig) -> str:
+    """Where ``config.comm_thread_s_per_step`` (as :func:`apply_host_options` set it) came
+    from: ``--comm-thread``, ``trace`` (its measured CPU time) or ``default`` (none)."""
+    if args.comm_thread is not None:
+        return "--comm-thread"
+    return "trace" if config.comm_thread_s_per_step > 0 else "default"
+
+
 def trace_comm_thread(
     args: argparse.Namespace, config: SimulationConfig, traces: Sequence[Trace]
 ) -> CommThreadCpu | None:

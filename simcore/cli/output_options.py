@@ -48,10 +48,24 @@ def interrupted_note(command: str, done: int, total: int, what: str = "points") 
     )
 
 
-def simulation_points(results: Sequence[SimulationResult], link: LinkSettings) -> list[Any]:
+def simulation_points(
+    results: Sequence[SimulationResult], link: LinkSettings, comm_thread_source: str = "default"
+) -> list[Any]:
     """One point per simulation: the result (config, estimates with CIs, spread over seeds,
-    workers, links) and ``link``, which effects were on and where each value came from."""
-    return [{**result_to_dict(r), "link": link.to_dict(r.config)} for r in results]
+    workers, links), ``link``, which effects were on and where each value came from, and a
+    parameter server's communication threads' CPU per step with its source (``--comm-thread``,
+    ``trace`` or ``default``)."""
+    return [
+        {
+            **result_to_dict(r),
+            "link": link.to_dict(r.config),
+            "comm_thread_s_per_step": {
+                "value": r.config.comm_thread_s_per_step,
+                "source": comm_thread_source,
+            },
+        }
+        for r in results
+    ]
 
 
 SIMULATE_CSV_HEADER = (

@@ -17,6 +17,7 @@ from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
+    comm_thread_source,
     load_topology_option,
     topology_bandwidth_bps,
     workers_text,
@@ -441,7 +442,9 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
     if args.json:
-        print_json(args, "simulate", simulation_points(results, link), interrupted=interrupted)
+        source = comm_thread_source(args, results[0].config) if results else "default"
+        points = simulation_points(results, link, source)
+        print_json(args, "simulate", points, interrupted=interrupted)
     elif args.csv:
         print_csv(SIMULATE_CSV_HEADER, simulate_csv_rows(results))
     elif len(configs) == 1:
