@@ -15,12 +15,15 @@ Pure: the command line (``simcore.cli.link_options``) and the validation build i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from simcore.errors import ConfigError
 from simcore.network_effects import RingGoodput
 from simcore.sim import SimulationConfig
+from simcore.trace.cpu import measured_transfers
+from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced", "duplex_limit_bps"]
@@ -61,6 +64,10 @@ class LinkSettings:
     CPU cost competes on when ``--host-cores`` leaves them open. ``duplex_ratio`` is what a
     parameter server's link carries both ways at once over one way (2: full duplex, the
     default). ``note`` says what the profile lacks ("" when nothing or no profile).
+    ``trace_beside_transfers``: the trace replayed was measured beside a real parameter server
+    (its transfers' durations measured), so its computation holds what its transfers cost it
+    and a parameter server's transfer CPU per byte (a profile's, meant for a trace of the
+    computation alone) is not added on top unless ``--comm-cpu`` asks for it.
     """
 
     bandwidth_bps: Sourced[float]
@@ -73,6 +80,7 @@ class LinkSettings:
     ring: RingGoodput | None = None
     profile: str | None = None
     note: str = ""
+    trace_beside_transfers: bool = False
 
     def ring_bandwidth(self, workers: int) -> tuple[int, float] | None:
         """The ring goodput ``(W measured, bit/s)`` for a ring of ``workers``, if it applies:
@@ -148,7 +156,7 @@ class LinkSettings:
         # so does a parameter server's communication threads' CPU per step, which models the
         # same work for a trace that ran beside its transfers.
         ring_cpu = terms is not None and terms.cpu_s_per_byte is not None and not cpu.is_option
-        if cpu.value > 0 and not ring_cpu and not self._threads_replace_cpu(config):
+        if cpu.value > 0 and not ring_cpu and self._transfer_cpu_left_out(config) is None:
             cores = config.host_cpu_cores
             if cores is None:
                 cores = self.host_cpu_cores.value
@@ -160,10 +168,17 @@ class LinkSettings:
             changes.update(comm_cpu_s_per_byte=cpu.value, host_cpu_cores=cores)
         return dataclasses.replace(config, **changes)
 
-    def _threads_replace_cpu(self, config: SimulationConfig) -> bool:
-        """Whether ``config``'s communication threads stand in for the profile's transfer CPU
-        (not for a ``--comm-cpu`` given)."""
-        return config.comm_thread_s_per_step > 0 and not self.comm_cpu_s_per_byte.is_option
+    def _transfer_cpu_left_out(self, config: SimulationConfig) -> str | None:
+        """Why a profile's transfer CPU per byte does not apply to ``config`` (None: it does,
+        if there is one): a parameter server's communication threads stand in for it, or the
+        trace's computation ran beside its transfers. A ``--comm-cpu`` given always applies."""
+        if self.comm_cpu_s_per_byte.is_option or config.arch != "ps":
+            return None
+        if config.comm_thread_s_per_step > 0:
+            return "the communication threads' CPU per step stands for it"
+        if self.trace_beside_transfers:
+            return "the trace's computation ran beside its transfers and holds their cost"
+        return None
 
     def _ring_changes(self, terms: RingGoodput, config: SimulationConfig) -> dict[str, Any]:
         """A ring's fixed cost per message (unless ``--latency`` was given) and its CPU per
@@ -273,11 +288,9 @@ class LinkSettings:
             )
         if cpu.value <= 0:
             return "transfer CPU off" + _unless_default(cpu)
-        if self._threads_replace_cpu(config):
-            return (
-                f"transfer CPU {cpu.value * 1e9:.3g} ns/B ({cpu.source}) not used: the "
-                "communication threads' CPU per step stands for it"
-            )
+        left_out = self._transfer_cpu_left_out(config)
+        if left_out is not None:
+            return f"transfer CPU {cpu.value * 1e9:.3g} ns/B ({cpu.source}) not used: {left_out}"
         cores = config.host_cpu_cores
         where = self.host_cpu_cores.source if cores == self.host_cpu_cores.value else "--host-cores"
         return _cpu_phrase(cpu, cores, where)
@@ -371,3 +384,10 @@ def _cpu_phrase(cost: Sourced[float], cores: float | None, cores_source: str) ->
 
 def _unless_default(value: Sourced[float]) -> str:
     return "" if value.source == DEFAULT_SOURCE else f" ({value.source})"
+
+
+def with_traces(link: LinkSettings, traces: Sequence[Trace]) -> LinkSettings:
+    """``link`` for replaying ``traces``: whether every one of them was measured beside a real
+    parameter server (``LinkSettings.trace_beside_transfers``)."""
+    beside = bool(traces) and all(measured_transfers(trace) for trace in traces)
+    return dataclasses.replace(link, trace_beside_transfers=beside)

@@ -171,3 +171,26 @@ def test_timeline_charges_them_alike(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main([*argv, "--chrome", chrome, "--json"]) == 0
     (only,) = json.loads(capsys.readouterr().out)["points"]
     assert only["comm_thread_s_per_step"] == {"value": pytest.approx(0.008), "source": "trace"}
+
+
+def test_a_trace_made_beside_its_transfers_gets_no_transfer_cpu_on_top(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No CPU time recorded (a run from before version 3): no threads to charge, yet its
+    # computation already ran beside its transfers, which a profile's per-byte cost models.
+    path = str(save_trace(beside_a_server([None, None]), tmp_path / "solo.json"))
+    profile = NetworkProfile(
+        latency_s=0.0, bandwidth_bps=1e9, transfer_cpu=TransferCpu(20e-9, host_cpu_cores=1)
+    )
+    network = str(save_network_profile(profile, tmp_path / "net.json"))
+    hosted = [path, *SIM, "--workers", "2", "--colocated", "2", "--host-cores", "1"]
+    with_profile, text = simulate(capsys, *hosted, "--network", network)
+    assert "not used: the trace's computation ran beside its transfers" in text
+    assert with_profile["link"]["comm_cpu_s_per_byte"]["used"] is False
+    without, _ = simulate(capsys, *hosted, "--network", network, "--comm-cpu", "0")
+    assert with_profile["examples_per_s"]["value"] == without["examples_per_s"]["value"]
+    # A profile of the computation alone (`sgdsim profile`: no transfers measured) gets it.
+    solo = str(save_trace(beside_a_server([None, None], None), tmp_path / "profiled.json"))
+    alone, alone_text = simulate(capsys, solo, *hosted[1:], "--network", network)
+    assert alone["link"]["comm_cpu_s_per_byte"]["used"] is True
+    assert "transfer CPU 20 ns/B" in alone_text and "not used" not in alone_text

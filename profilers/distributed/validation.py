@@ -817,9 +817,10 @@ def simulate_argv(
     this validation did, from its saved solo trace, computation alone and network profile
     (:attr:`ValidationReport.network`): the testbed's hosting as options (workers sharing its
     cores, a link each). A parameter server's communication threads come from the solo trace's
-    own CPU time (schema version 3), which also keeps the profile's transfer CPU off; runs that
-    did not record it get neither. Meant for a validation of the link it measured (no
-    ``--network``, ``--bandwidth`` ... given) and the default ring.
+    own CPU time (schema version 3), and since that trace ran beside its transfers the
+    profile's transfer CPU stays off for it (``LinkSettings.trace_beside_transfers``). Meant
+    for a validation of the link it measured (no ``--network``, ``--bandwidth`` ... given) and
+    the default ring.
 
     Raises
     ------
@@ -843,8 +844,6 @@ def simulate_argv(
     argv += ["--own-nics"]
     if p.base.overlap is Overlap.STRICT:
         argv += ["--overlap", "none"]
-    if not ring and measured_comm_thread(p.trace) is None:
-        argv += ["--comm-cpu", "0"]  # the solo trace's computation holds what its transfers cost
     return argv
 
 

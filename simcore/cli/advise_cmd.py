@@ -41,7 +41,7 @@ from simcore.cli.precision_options import (
 from simcore.cli.progress import Progress
 from simcore.cli.seeds import add_replications_options, advise_seeds_note
 from simcore.errors import ConfigError
-from simcore.link_settings import LinkSettings
+from simcore.link_settings import LinkSettings, with_traces
 from simcore.report.output import print_json
 from simcore.saturation import SATURATION_SHARE
 from simcore.sim.precision import stopping_text
@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     bandwidth_bps, latency_s = link.bandwidth_bps.value, link.latency_s.value
     where = f" ({args.network})" if link.bandwidth_bps.source == args.network else ""
     trace = load_trace(args.trace)
+    link = with_traces(link, [trace])
     quiet = args.quiet or args.json or args.csv
     progress = Progress("simulate", "worker-steps", enabled=not quiet)
     rule = precision_rule(args)

@@ -57,7 +57,7 @@ from simcore.cli.seeds import (
 from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, simulated_spans
 from simcore.files import check_output, read_json_file
-from simcore.link_settings import LinkSettings
+from simcore.link_settings import LinkSettings, with_traces
 from simcore.parallel import Interrupted, current_jobs, jobs
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
@@ -404,6 +404,7 @@ def run(args: argparse.Namespace) -> int:
     # Every configuration is checked before anything runs (errors name options: cli.main).
     rule = precision_rule(args)
     traces = [load_trace(t) for t in args.trace]
+    link = with_traces(link, traces)
     configs = [build_config(args, w, link, topology, rule, traces) for w in counts]
     total = sum(worker_steps(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)

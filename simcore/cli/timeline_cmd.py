@@ -48,7 +48,7 @@ from simcore.export.chrome import (
     simulated_spans,
 )
 from simcore.files import FIGURE_SUFFIXES, check_output
-from simcore.link_settings import LinkSettings
+from simcore.link_settings import LinkSettings, with_traces
 from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, select
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
@@ -171,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     link = link_settings(
         args, topology_bps=topology_bandwidth_bps(args, topology), topology=args.topology
     )
+    link = with_traces(link, [trace])
     config = _config(args, workers, link, topology, rule, trace)
     ops = len(trace.ops)
     check_work(config.workers * config.steps * ops, ops, "--workers x --steps")
