@@ -33,6 +33,7 @@ import os
 import platform
 import socket
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,7 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from profilers import models
-from profilers.clocks import Clock, clock_for
+from profilers.clocks import Clock, CpuClock, clock_for
 from profilers.dataflow import (
     CALL_OPS,
     LayerNode,
@@ -75,6 +76,8 @@ class StepMarks:
     """Raw clock marks of one step, resolved into seconds after the step."""
 
     step_start: Any = None  # before zeroing the gradients: the step's wall time starts here
+    cpu_start: float = 0.0  # the process's CPU time (every thread) there, and at the step's end
+    cpu_end: float = 0.0
     start: Any = None  # the forward phase's start: op start times are relative to it
     forward_end: Any = None
     backward_start: Any = None
@@ -98,6 +101,9 @@ class _StepTimes:
     update_s: float
     wall_s: float  # the whole step
     before_backward_s: float  # from the step's start to the backward phase's start
+    # The process's CPU time over the step, every thread's (on CPU: what torch's intra-op
+    # threads used beside the wall time); None on a GPU, where the host's CPU is not the work.
+    cpu_s: float | None = None
 
 
 class TimedInterpreter(fx.Interpreter):
@@ -176,6 +182,7 @@ class _Session:
     def run_step(self) -> _StepTimes:
         marks = StepMarks()
         clock = self.clock
+        marks.cpu_start = time.process_time()
         marks.step_start = clock.mark()
         self.model.zero_grad(set_to_none=True)
         interpreter = TimedInterpreter(self.gm, clock, marks)
@@ -205,6 +212,7 @@ class _Session:
             optimizer.step()
             marks.update[name] = (start, clock.mark())
         marks.update_end = clock.mark()
+        marks.cpu_end = time.process_time()
         clock.finish()
         return self._resolve(marks)
 
@@ -243,6 +251,7 @@ class _Session:
             update_s=clock.seconds(marks.update_start, marks.update_end),
             wall_s=clock.seconds(marks.step_start, marks.update_end),
             before_backward_s=clock.seconds(marks.step_start, marks.backward_start),
+            cpu_s=marks.cpu_end - marks.cpu_start if isinstance(clock, CpuClock) else None,
         )
 
 
@@ -444,6 +453,7 @@ def _step_profile(ops: Sequence[Any], times: _StepTimes) -> StepProfile:
         backward_s=round(times.backward_s, ROUND_DIGITS),
         update_s=round(times.update_s, ROUND_DIGITS),
         wall_s=wall_s,
+        cpu_s=None if times.cpu_s is None else round(max(times.cpu_s, 0.0), ROUND_DIGITS),
     )
 
 

@@ -17,7 +17,12 @@ from simcore.network_effects import TransferCpu
 from simcore.network_io import save_network_profile
 from simcore.trace import SCHEMA_VERSION, StepProfile, Trace, trace_from_dict, trace_to_dict
 from simcore.trace.build import synthetic_trace
-from simcore.trace.cpu import computation_s_per_step, measured_comm_thread, measured_transfers
+from simcore.trace.cpu import (
+    computation_s_per_step,
+    measured_comm_thread,
+    measured_transfers,
+    measured_worker_cores,
+)
 from simcore.trace.io import save_trace
 
 from output_support import point
@@ -102,15 +107,22 @@ def test_simulate_charges_the_traces_own_threads_when_workers_share_cores(
     assert auto["examples_per_s"]["value"] == given["examples_per_s"]["value"]
     assert "(measured: the trace's 14.0 ms of CPU per step less the 6.00 ms it computes)" in text
     assert "(--comm-thread)" in given_text
+    assert auto["host"]["comm_thread_s_per_step"] == {
+        "value": pytest.approx(beyond),
+        "source": "trace",
+    }
+    assert given["host"]["comm_thread_s_per_step"]["source"] == "--comm-thread"
     off, off_text = simulate(capsys, *hosted, "--comm-thread", "0")
     assert "communication threads" not in off_text
+    assert off["host"]["comm_thread_s_per_step"] == {"value": 0.0, "source": "--comm-thread"}
     # One core does all three workers' 6 + 8 ms of CPU a step: at most 1 / 14 ms steps/s
     # (batch 1), where without the threads the computation alone would allow 1 / 6 ms.
     assert auto["examples_per_s"]["value"] <= 1 / (COMPUTE_S + beyond) * (1 + 1e-9)
     assert off["examples_per_s"]["value"] > 1 / (COMPUTE_S + beyond)
     # A host each: the trace ran beside its transfers on one already, nothing is added.
-    _, alone_text = simulate(capsys, path, *SIM, "--workers", "3")
+    alone, alone_text = simulate(capsys, path, *SIM, "--workers", "3")
     assert "communication threads" not in alone_text
+    assert alone["host"]["comm_thread_s_per_step"] == {"value": 0.0, "source": "default"}
     # A ring has no parameter-server threads to charge.
     _, ring_text = simulate(
         capsys,
@@ -170,7 +182,10 @@ def test_timeline_charges_them_alike(tmp_path: Path, capsys: pytest.CaptureFixtu
     argv += ["--workers", "2", "--colocated", "2", "--host-cores", "1"]
     assert main([*argv, "--chrome", chrome, "--json"]) == 0
     (only,) = json.loads(capsys.readouterr().out)["points"]
-    assert only["comm_thread_s_per_step"] == {"value": pytest.approx(0.008), "source": "trace"}
+    assert only["host"]["comm_thread_s_per_step"] == {
+        "value": pytest.approx(0.008),
+        "source": "trace",
+    }
 
 
 def test_a_trace_made_beside_its_transfers_gets_no_transfer_cpu_on_top(
@@ -194,3 +209,65 @@ def test_a_trace_made_beside_its_transfers_gets_no_transfer_cpu_on_top(
     alone, alone_text = simulate(capsys, solo, *hosted[1:], "--network", network)
     assert alone["link"]["comm_cpu_s_per_byte"]["used"] is True
     assert "transfer CPU 20 ns/B" in alone_text and "not used" not in alone_text
+
+
+def profiled(cpu_s: float | None, wall_s: float = 0.010, steps: int = 2) -> Trace:
+    """A trace of the computation alone (no transfers measured) whose steps took ``wall_s``
+    and ``cpu_s`` of the process's CPU time."""
+    base = synthetic_trace([FORWARD] * steps, [BACKWARD] * steps, NBYTES)
+    return dataclasses.replace(
+        base,
+        steps=tuple(dataclasses.replace(s, wall_s=wall_s, cpu_s=cpu_s) for s in base.steps),
+    )
+
+
+def test_the_cores_a_profiled_computation_held_are_its_cpu_over_its_wall_time() -> None:
+    assert measured_worker_cores(profiled(0.020)) == pytest.approx(2.0)
+    assert measured_worker_cores(profiled(0.010)) == pytest.approx(1.0)
+    assert measured_worker_cores(profiled(None)) is None  # not recorded
+    # Beside a server the CPU time holds the communication threads too: no cores from it.
+    assert measured_worker_cores(beside_a_server([0.012, 0.016])) is None
+
+
+def test_simulate_takes_the_worker_cores_from_the_trace_unless_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One thread's profile (CPU = wall), two workers on a host of two cores: each has a core
+    # of its own, so neither slows down; the old default (a worker held the whole host)
+    # would halve both.
+    one_thread = str(save_trace(profiled(0.010), tmp_path / "one.json"))
+    ring = ["--arch", "allreduce", "--bandwidth", "1Tbit/s", "--steps", "60", "--warmup", "10"]
+    ring += ["--replications", "1", "--workers", "2", "--colocated", "2", "--host-cores", "2"]
+    measured, text = simulate(capsys, one_thread, *ring)
+    assert measured["host"]["worker_cpu_cores"] == {"value": 1.0, "source": "trace"}
+    assert "holds 1 cores (measured: the trace's CPU time over its wall time)" in text
+    whole, whole_text = simulate(capsys, one_thread, *ring, "--worker-cores", "2")
+    assert whole["host"]["worker_cpu_cores"] == {"value": 2.0, "source": "--worker-cores"}
+    assert "(--worker-cores)" in whole_text
+    rate = measured["examples_per_s"]["value"]
+    assert whole["examples_per_s"]["value"] == pytest.approx(rate / 2, rel=0.05)
+    # Alone on a host, W = 1: the profiled step whatever the cores.
+    alone, _ = simulate(capsys, one_thread, *ring[:-6], "--workers", "1")
+    assert alone["host"]["worker_cpu_cores"] == {"value": None, "source": "default"}
+    # A profile that held more cores than the host has: capped at the host's.
+    wide = str(save_trace(profiled(0.080), tmp_path / "wide.json"))
+    capped, _ = simulate(capsys, wide, *ring)
+    assert capped["host"]["worker_cpu_cores"]["value"] == 2.0
+
+
+def test_the_profiler_records_each_steps_cpu_time_on_cpu() -> None:
+    import torch
+
+    from profilers import profile_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread computes: the process holds one core, no more
+    try:
+        trace = profile_model("cnn", batch_size=8, steps=5, warmup=1)
+    finally:
+        torch.set_num_threads(threads)
+    assert trace.schema_version == SCHEMA_VERSION
+    assert all(step.cpu_s is not None and step.cpu_s > 0 for step in trace.steps)
+    cores = measured_worker_cores(trace)
+    # One thread holds one core at most (a busy machine lowers it, never raises it).
+    assert cores is not None and 0 < cores < 1.05

@@ -15,7 +15,7 @@ from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
-from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
+from simcore.trace.cpu import CommThreadCpu, measured_comm_thread, measured_worker_cores
 from simcore.trace.model import Trace
 from simcore.units import parse_bandwidth, parse_duration
 
@@ -58,7 +58,10 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
         "cost, the cores --network's cost was measured on)",
     )
     group.add_argument(
-        "--worker-cores", type=float, help="cores one worker used when profiled alone"
+        "--worker-cores",
+        type=float,
+        help="cores one worker used when profiled alone (default: the trace's CPU time over "
+        "its wall time, if it recorded both, else --host-cores)",
     )
     group.add_argument(
         "--comm-cpu",
@@ -156,10 +159,42 @@ def apply_host_options(
         if getattr(args, "worker_bandwidth", None) is None and not ring:
             changes["worker_bandwidth_bps"] = topology.nic_bandwidth_bps
     config = dataclasses.replace(config, **changes)
+    cores = trace_worker_cores(args, config, traces)
+    if cores is not None:
+        config = dataclasses.replace(config, worker_cpu_cores=cores)
     cpu = trace_comm_thread(args, config, traces)
     if cpu is not None:
         config = dataclasses.replace(config, comm_thread_s_per_step=cpu.beyond_s)
     return config
+
+
+def trace_worker_cores(
+    args: argparse.Namespace, config: SimulationConfig, traces: Sequence[Trace]
+) -> float | None:
+    """The cores one worker's computation held when profiled, as the trace measured them
+    (:func:`simcore.trace.cpu.measured_worker_cores`, at most the host's cores): what
+    ``--worker-cores`` would set when workers share a host's cores. None when the option is
+    given, the cores are not shared, or the workers replay several traces."""
+    if args.worker_cores is not None or config.host_cpu_cores is None or len(traces) != 1:
+        return None
+    measured = measured_worker_cores(traces[0])
+    return None if measured is None else min(measured, config.host_cpu_cores)
+
+
+def host_sources(args: argparse.Namespace, config: SimulationConfig) -> dict[str, str]:
+    """Where the host settings a trace can supply came from, by config name."""
+    return {
+        "worker_cpu_cores": worker_cores_source(args, config),
+        "comm_thread_s_per_step": comm_thread_source(args, config),
+    }
+
+
+def worker_cores_source(args: argparse.Namespace, config: SimulationConfig) -> str:
+    """Where ``config.worker_cpu_cores`` came from: ``--worker-cores``, ``trace`` (its CPU over
+    wall time) or ``default`` (the host's cores, or no shared cores)."""
+    if args.worker_cores is not None:
+        return "--worker-cores"
+    return "trace" if config.worker_cpu_cores is not None else "default"
 
 
 def comm_thread_source(args: argparse.Namespace, config: SimulationConfig) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -49,23 +49,31 @@ def interrupted_note(command: str, done: int, total: int, what: str = "points") 
 
 
 def simulation_points(
-    results: Sequence[SimulationResult], link: LinkSettings, comm_thread_source: str = "default"
+    results: Sequence[SimulationResult],
+    link: LinkSettings,
+    host_sources: Mapping[str, str] | None = None,
 ) -> list[Any]:
     """One point per simulation: the result (config, estimates with CIs, spread over seeds,
-    workers, links), ``link``, which effects were on and where each value came from, and a
-    parameter server's communication threads' CPU per step with its source (``--comm-thread``,
+    workers, links), ``link``, which effects were on and where each value came from, and
+    ``host``: the host settings a trace can supply (``worker_cpu_cores``,
+    ``comm_thread_s_per_step``), each value with its source from ``host_sources`` (an option,
     ``trace`` or ``default``)."""
+    sources = host_sources or {}
     return [
         {
             **result_to_dict(r),
             "link": link.to_dict(r.config),
-            "comm_thread_s_per_step": {
-                "value": r.config.comm_thread_s_per_step,
-                "source": comm_thread_source,
+            "host": {
+                key: {"value": getattr(r.config, key), "source": sources.get(key, "default")}
+                for key in HOST_SETTINGS
             },
         }
         for r in results
     ]
+
+
+# The host settings whose source a point states (simulation_points).
+HOST_SETTINGS = ("worker_cpu_cores", "comm_thread_s_per_step")
 
 
 SIMULATE_CSV_HEADER = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
-    comm_thread_source,
+    host_sources,
     load_topology_option,
     topology_bandwidth_bps,
     workers_text,
@@ -443,13 +443,13 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
     if args.json:
-        source = comm_thread_source(args, results[0].config) if results else "default"
-        points = simulation_points(results, link, source)
+        sources = host_sources(args, results[0].config) if results else None
+        points = simulation_points(results, link, sources)
         print_json(args, "simulate", points, interrupted=interrupted)
     elif args.csv:
         print_csv(SIMULATE_CSV_HEADER, simulate_csv_rows(results))
     elif len(configs) == 1:
-        print(format_result(results[0], traces[0], comm_thread_option=args.comm_thread is not None))
+        print(format_result(results[0], traces[0], host_sources(args, results[0].config)))
     else:
         print(format_sweep(results, traces[0]))
     if not (args.json or args.csv):
@@ -508,7 +508,7 @@ def _ci(result: SimulationResult, scale: float = 1.0) -> str:
 
 
 def format_result(
-    result: SimulationResult, trace: Trace, *, comm_thread_option: bool = False
+    result: SimulationResult, trace: Trace, sources: Mapping[str, str] | None = None
 ) -> str:
     """The text of a single simulation."""
     c = result.config
@@ -522,7 +522,7 @@ def format_result(
         f"model      {trace.metadata.model_name}, batch {trace.metadata.batch_size}",
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
-        *_host_lines(c, trace, comm_thread_option),
+        *_host_lines(c, trace, sources or {}),
         f"run        {length_text(result)}, seed {c.seed}",
         f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {format_number(result.steps_per_s.value)} steps/s",
@@ -542,10 +542,10 @@ def format_result(
     return "\n".join(lines)
 
 
-def _host_lines(c: SimulationConfig, trace: Trace, comm_thread_option: bool) -> list[str]:
+def _host_lines(c: SimulationConfig, trace: Trace, sources: Mapping[str, str]) -> list[str]:
     """How workers map to hosts, when they do not each have a host of one device, and what a
-    worker's communication threads take: ``--comm-thread`` (``comm_thread_option``) or what
-    ``trace`` measured."""
+    worker's computation and communication threads take; ``sources``: where those came from
+    (an option, ``trace``: what ``trace`` measured, or ``default``)."""
     lines = []
     if c.devices_per_host > 1:
         intra = format_bandwidth(c.intra_bandwidth_bps or 0.0)
@@ -557,6 +557,14 @@ def _host_lines(c: SimulationConfig, trace: Trace, comm_thread_option: bool) -> 
         cpu = "" if c.host_cpu_cores is None else f", sharing {c.host_cpu_cores:g} CPU cores"
         if c.comm_cpu_s_per_byte > 0:
             cpu += f" with transfers costing {1e9 * c.comm_cpu_s_per_byte:g} ns/byte"
+        cores_source = sources.get("worker_cpu_cores", "default")
+        if c.worker_cpu_cores is not None and cores_source == "trace":
+            cpu += (
+                f"; one worker's computation holds {c.worker_cpu_cores:.3g} cores (measured: "
+                "the trace's CPU time over its wall time)"
+            )
+        elif c.worker_cpu_cores is not None:
+            cpu += f"; one worker's computation holds {c.worker_cpu_cores:g} cores ({cores_source})"
         lines.append(f"hosts      {c.colocated_workers} worker(s) per host{cpu}")
     if c.comm_thread_s_per_step > 0:
         where = (
@@ -566,7 +574,7 @@ def _host_lines(c: SimulationConfig, trace: Trace, comm_thread_option: bool) -> 
         )
         cpu_s = format_seconds(c.comm_thread_s_per_step)
         measured = measured_comm_thread(trace)
-        if measured is not None and not comm_thread_option:
+        if measured is not None and sources.get("comm_thread_s_per_step") == "trace":
             source = (
                 f"measured: the trace's {format_seconds(measured.cpu_s_per_step)} of CPU per "
                 f"step less the {format_seconds(measured.compute_s_per_step)} it computes"

@@ -19,7 +19,7 @@ from simcore.cli.guards import check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
-    comm_thread_source,
+    host_sources,
     load_topology_option,
     topology_bandwidth_bps,
     workers_text,
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         written = [path for path in (args.out, args.chrome) if path is not None]
         context = {"written": written, "window_steps": None if window is None else list(window)}
-        points = simulation_points([result], link, comm_thread_source(args, result.config))
+        points = simulation_points([result], link, host_sources(args, result.config))
         print_json(args, "timeline", points, context=context)
     return 0
 

@@ -19,7 +19,7 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import chrome_trace, profiled_step_spans
 from simcore.files import check_output
 from simcore.report.output import print_json
-from simcore.trace.cpu import measured_comm_thread
+from simcore.trace.cpu import measured_comm_thread, measured_worker_cores
 from simcore.trace.io import load_trace, sample_names, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
@@ -134,6 +134,11 @@ def _cpu_lines(trace: Trace) -> list[str]:
         return []
     what = "the process's, every thread"
     measured = measured_comm_thread(trace)
+    cores = measured_worker_cores(trace)
+    if cores is not None:
+        what += (
+            f"; {cores:.3g} cores held on average (CPU over wall time: the default --worker-cores)"
+        )
     if measured is not None:
         what += (
             f"; {format_seconds(measured.beyond_s)} beyond the computation, charged to the "

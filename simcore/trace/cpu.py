@@ -9,8 +9,9 @@ per step less the computation the trace replays; on cores shared by several work
 they compete for (``SimulationConfig.comm_thread_s_per_step``).
 
 A trace of the computation alone (``sgdsim profile``: no measured transfers) has no such threads
-to speak of: its CPU beyond the computation is torch's intra-op threads and the Python between
-layers, which the host model counts through the worker's cores instead.
+to speak of: its CPU beyond the wall time is torch's intra-op threads, which the host model
+counts through the cores one worker's computation holds (``worker_cpu_cores``): its CPU time
+over its wall time (:func:`measured_worker_cores`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "computation_s_per_step",
     "measured_comm_thread",
     "measured_transfers",
+    "measured_worker_cores",
 ]
 
 
@@ -71,3 +73,19 @@ def measured_comm_thread(trace: Trace) -> CommThreadCpu | None:
         return None
     mean = math.fsum(c for c in cpu if c is not None) / len(cpu)
     return CommThreadCpu(mean, computation_s_per_step(trace))
+
+
+def measured_worker_cores(trace: Trace) -> float | None:
+    """The cores the profiled computation held on average: its steps' CPU time over their wall
+    time (every thread's, so torch's intra-op threads count, spinning or not: 1.0 with one
+    thread, about 2 with two on the 2-core VM). None unless every step recorded both, or for a
+    trace made beside its transfers, whose CPU time holds its communication threads too."""
+    if measured_transfers(trace):
+        return None
+    cpu = [step.cpu_s for step in trace.steps]
+    wall = [step.wall_s for step in trace.steps]
+    if not cpu or any(c is None for c in cpu) or any(w is None for w in wall):
+        return None
+    total_wall = math.fsum(w for w in wall if w is not None)
+    total_cpu = math.fsum(c for c in cpu if c is not None)
+    return total_cpu / total_wall if total_wall > 0 and total_cpu > 0 else None
