@@ -271,3 +271,14 @@ def test_the_profiler_records_each_steps_cpu_time_on_cpu() -> None:
     cores = measured_worker_cores(trace)
     # One thread holds one core at most (a busy machine lowers it, never raises it).
     assert cores is not None and 0 < cores < 1.05
+
+
+def test_a_sweep_says_how_its_workers_are_hosted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_thread = str(save_trace(profiled(0.010), tmp_path / "one.json"))
+    argv = [one_thread, "--arch", "allreduce", "--bandwidth", "1Tbit/s", "--steps", "30"]
+    argv += ["--warmup", "5", "--replications", "1", "--workers", "1-3", "--colocated", "3"]
+    assert main(["simulate", *argv, "--host-cores", "2"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hosts")]
+    assert "sharing 2 CPU cores; one worker's computation holds 1 cores (measured" in line

@@ -451,7 +451,7 @@ def run(args: argparse.Namespace) -> int:
     elif len(configs) == 1:
         print(format_result(results[0], traces[0], host_sources(args, results[0].config)))
     else:
-        print(format_sweep(results, traces[0]))
+        print(format_sweep(results, traces[0], host_sources(args, results[0].config)))
     if not (args.json or args.csv):
         print(link_text(link, results))
     for line in notes(results, lambda r: f"W = {r.config.workers}"):
@@ -601,8 +601,11 @@ def _components(result: SimulationResult) -> list[str]:
     return [f"hybrid     mean of {parts} steps/s; step time and links below: ps run"]
 
 
-def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
-    """The table of a sweep over worker counts."""
+def format_sweep(
+    results: list[SimulationResult], trace: Trace, sources: Mapping[str, str] | None = None
+) -> str:
+    """The table of a sweep over worker counts, after how its workers are hosted (the same
+    for every count)."""
     c = results[0].config
     sized = c.warmup_steps if results[0].stopping is None else None
     length = f"{c.steps} steps ({sized} warm-up)" if sized is not None else "steps: see column"
@@ -612,6 +615,7 @@ def format_sweep(results: list[SimulationResult], trace: Trace) -> str:
     )
     lines = [
         head,
+        *_host_lines(c, trace, sources or {}),
         f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
         f"{'step ms':>9} {'down util':>9} {'up util':>8}"
         + (f" {'steps':>6}" if sized is None else "")
