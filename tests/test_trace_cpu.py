@@ -25,7 +25,7 @@ from simcore.trace.cpu import (
 )
 from simcore.trace.io import save_trace
 
-from output_support import point
+from output_support import output, point
 
 # Two layers of 1 MB; 4 + 6 ms of computation a step (forward 1 + 2, backward 1 + 2; no update).
 FORWARD, BACKWARD, NBYTES = [0.001, 0.002], [0.001, 0.002], [1_000_000, 1_000_000]
@@ -282,3 +282,21 @@ def test_a_sweep_says_how_its_workers_are_hosted(
     assert main(["simulate", *argv, "--host-cores", "2"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hosts")]
     assert "sharing 2 CPU cores; one worker's computation holds 1 cores (measured" in line
+
+
+def test_trace_show_json_carries_what_the_cpu_time_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    beside = str(save_trace(beside_a_server([0.012, 0.016]), tmp_path / "solo.json"))
+    assert main(["trace", "show", beside, "--json"]) == 0
+    cpu = output(capsys.readouterr().out)["context"]["cpu"]
+    assert cpu["cpu_s"]["mean"] == pytest.approx(0.014)
+    assert cpu["worker_cores"] is None
+    assert cpu["comm_thread_s_per_step"] == pytest.approx(0.008)
+    one = str(save_trace(profiled(0.020), tmp_path / "two.json"))
+    assert main(["trace", "show", one, "--json"]) == 0
+    cpu = output(capsys.readouterr().out)["context"]["cpu"]
+    assert cpu["worker_cores"] == pytest.approx(2.0) and cpu["comm_thread_s_per_step"] is None
+    assert main(["trace", "show", "cnn-b32", "--json"]) == 0
+    cpu = output(capsys.readouterr().out)["context"]["cpu"]
+    assert cpu == {"cpu_s": None, "worker_cores": None, "comm_thread_s_per_step": None}
