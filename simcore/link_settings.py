@@ -26,7 +26,15 @@ from simcore.trace.cpu import measured_transfers
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
-__all__ = ["DEFAULT_SOURCE", "FULL_DUPLEX", "LinkSettings", "Sourced", "duplex_limit_bps"]
+__all__ = [
+    "DEFAULT_SOURCE",
+    "FULL_DUPLEX",
+    "LinkSettings",
+    "Sourced",
+    "duplex_limit_bps",
+    "ring_parse_alpha",
+    "with_traces",
+]
 
 T = TypeVar("T")
 DEFAULT_SOURCE = "default"
@@ -197,7 +205,7 @@ class LinkSettings:
         if cpu and config.workers > 1 and not own_parse and not self.comm_cpu_s_per_byte.is_option:
             # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes; the simulator
             # charges the parsing cost per byte of the layer.
-            changes["parse_alpha_s_per_byte"] = _ring_parse_alpha(cpu, config.workers)
+            changes["parse_alpha_s_per_byte"] = ring_parse_alpha(cpu, config.workers)
             changes["parse_placement"] = "pipelined"
             cores = config.host_cpu_cores
             if cores is None:
@@ -215,7 +223,7 @@ class LinkSettings:
             return None
         if cpu == 0 or config.workers < 2:
             return cpu
-        alpha = _ring_parse_alpha(cpu, config.workers)
+        alpha = ring_parse_alpha(cpu, config.workers)
         used = config.parse_placement == "pipelined" and config.parse_alpha_s_per_byte == alpha
         return cpu if used else None
 
@@ -365,7 +373,7 @@ class LinkSettings:
         }
 
 
-def _ring_parse_alpha(s_per_byte: float, workers: int) -> float:
+def ring_parse_alpha(s_per_byte: float, workers: int) -> float:
     """The simulator's parsing cost per byte of a layer for a ring rank's CPU ``s_per_byte``
     per byte it sends or receives: each sends and receives 2(W-1)/W of the layer's bytes."""
     return s_per_byte * 4 * (workers - 1) / workers

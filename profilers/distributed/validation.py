@@ -93,6 +93,7 @@ from simcore.link_settings import (
     LinkSettings,
     Sourced,
     duplex_limit_bps,
+    ring_parse_alpha,
 )
 from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
@@ -710,12 +711,9 @@ class Predictor:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
         if sim_arch == "allreduce" and self.ring_cpu_work_s_per_byte is not None:
-            # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes, and the
-            # simulator charges parse_alpha per byte of the layer (SimulationConfig).
-            per_layer_byte = self.ring_cpu_work_s_per_byte * 4 * (workers - 1) / workers
             config = dataclasses.replace(
                 config,
-                parse_alpha_s_per_byte=per_layer_byte,
+                parse_alpha_s_per_byte=ring_parse_alpha(self.ring_cpu_work_s_per_byte, workers),
                 parse_placement=self.ring_cpu_placement,
             )
         return dataclasses.replace(
@@ -829,20 +827,16 @@ def simulate_argv(
     p = report.predictor
     if p is None:
         raise ConfigError("simulate_argv: the report has no predictor")
-    sim_arch, mode = _SIM_SHAPE[arch]
-    cores = p.testbed.worker_cores(arch)
-    ring = sim_arch == "allreduce"
-    trace = alone_file if ring and p.alone is not None else trace_file
-    argv = ["sgdsim", "simulate", trace, "--network", network_file, "--arch", sim_arch]
-    argv += ["--mode", mode, "--workers", str(workers), "--colocated", str(workers)]
-    argv += [
-        "--host-cores",
-        f"{cores:g}",
-        "--worker-cores",
-        f"{min(p.base.threads or cores, cores):g}",
-    ]
-    argv += ["--own-nics"]
-    if p.base.overlap is Overlap.STRICT:
+    config = p.config(arch, workers, ideal=False)  # the hosting as the prediction has it
+    trace = alone_file if p.replayed_trace(arch) is p.alone else trace_file
+    argv = ["sgdsim", "simulate", trace, "--network", network_file, "--arch", config.arch]
+    argv += ["--mode", config.mode, "--workers", str(workers)]
+    argv += ["--colocated", str(config.colocated_workers)]
+    argv += ["--host-cores", f"{config.host_cpu_cores:g}"]
+    argv += ["--worker-cores", f"{config.worker_cpu_cores:g}"]
+    if not config.shared_nic:
+        argv += ["--own-nics"]
+    if config.overlap == "none":
         argv += ["--overlap", "none"]
     return argv
 

@@ -217,7 +217,7 @@ def trace_comm_thread(
     transfers on one)."""
     if config.arch != "ps" or config.host_cpu_cores is None or len(traces) != 1:
         return None
-    if args.comm_thread is not None or getattr(args, "comm_cpu", None) is not None:
+    if args.comm_thread is not None or args.comm_cpu is not None:
         return None
     measured = measured_comm_thread(traces[0])
     return measured if measured is not None and measured.beyond_s > 0 else None

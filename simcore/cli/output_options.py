@@ -13,15 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
 from simcore.analytic.advisor import Ranked
 from simcore.link_settings import LinkSettings
 from simcore.report.output import CsvCell, csv_text
 from simcore.sim.results import SimulationResult, result_to_dict
 from simcore.trace.cpu import measured_comm_thread, measured_worker_cores
 from simcore.trace.model import Trace
-from simcore.trace.summary import LayerTime, Spread, TraceSummary
+from simcore.trace.summary import LayerTime, TraceSummary
 
 EXIT_INTERRUPTED = 130  # as simcore.cli.main's: 128 + SIGINT
 
@@ -239,23 +237,19 @@ def trace_show_document(trace: Trace, summary: TraceSummary) -> tuple[Any, dict[
         "phase_s": {k: asdict(v) for k, v in summary.phase_s.items()},
         "measured_s": {k: asdict(v) for k, v in summary.measured_s.items()},
         "overhead_s": {k: asdict(v) for k, v in summary.overhead_s.items()},
-        "cpu": _trace_cpu(trace),
+        "cpu": _trace_cpu(trace, summary),
     }
     return points, context
 
 
-def _trace_cpu(trace: Trace) -> dict[str, Any]:
+def _trace_cpu(trace: Trace, summary: TraceSummary) -> dict[str, Any]:
     """What a trace's recorded CPU time says (schema version 3; None where it says nothing):
     the spread of the process's CPU per step, the cores the computation held (the default
     ``--worker-cores``) and, beside a parameter server, the CPU beyond the computation (the
     default ``--comm-thread``)."""
-    cpu = [step.cpu_s for step in trace.steps]
-    spread = None
-    if cpu and all(c is not None for c in cpu):
-        spread = asdict(Spread.of(np.array(cpu, dtype=float)))
     threads = measured_comm_thread(trace)
     return {
-        "cpu_s": spread,
+        "cpu_s": None if summary.cpu_s is None else asdict(summary.cpu_s),
         "worker_cores": measured_worker_cores(trace),
         "comm_thread_s_per_step": None if threads is None else threads.beyond_s,
     }

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from simcore.cli.output_options import (
     TRACE_LAYERS_CSV_HEADER,
     add_output_options,
@@ -126,11 +124,10 @@ def _overhead_lines(trace: Trace, summary: TraceSummary) -> list[str]:
     ]
 
 
-def _cpu_lines(trace: Trace) -> list[str]:
+def _cpu_lines(trace: Trace, summary: TraceSummary) -> list[str]:
     """The process's CPU time per step (schema v3), and what of it lies beyond the computation
     for a trace made beside a real parameter server; nothing when the steps did not record it."""
-    cpu = [step.cpu_s for step in trace.steps]
-    if not cpu or any(c is None for c in cpu):
+    if summary.cpu_s is None:
         return []
     what = "the process's, every thread"
     measured = measured_comm_thread(trace)
@@ -144,7 +141,7 @@ def _cpu_lines(trace: Trace) -> list[str]:
             f"; {format_seconds(measured.beyond_s)} beyond the computation, charged to the "
             "communication threads of workers sharing cores"
         )
-    return [f"  {'cpu (measured)':<22} {_ms(Spread.of(np.array(cpu, dtype=float)))}   ({what})"]
+    return [f"  {'cpu (measured)':<22} {_ms(summary.cpu_s)}   ({what})"]
 
 
 def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
@@ -172,7 +169,7 @@ def format_summary(trace: Trace, summary: TraceSummary, n_layers: int) -> str:
         what = "whole step" if phase == "step" else "whole phase"
         lines.append(f"  {phase + ' (measured)':<22} {_ms(spread)}   ({what}, wall clock)")
     lines += _overhead_lines(trace, summary)
-    lines += _cpu_lines(trace)
+    lines += _cpu_lines(trace, summary)
     if n_layers:
         slowest = sorted(summary.layers, key=lambda t: t.forward_s + t.backward_s, reverse=True)
         lines += [

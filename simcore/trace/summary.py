@@ -49,6 +49,8 @@ class TraceSummary:
     measured_s: dict[str, Spread]  # whole-phase (and whole-step: "step") wall times, same steps
     overhead_s: dict[str, Spread]  # fixed costs per step: "begin", "end", "total"; {} if none
     layers: tuple[LayerTime, ...]  # every layer, in trace order
+    # The process's CPU time per step (schema version 3); None unless every step recorded it.
+    cpu_s: Spread | None = None
 
 
 def duration_matrix(trace: Trace) -> np.ndarray:
@@ -73,6 +75,8 @@ def summarize(trace: Trace) -> TraceSummary:
         if all(v is not None for v in values):
             name = "step" if key == "wall_s" else key.removesuffix("_s")
             measured_s[name] = Spread.of(np.array(values, dtype=float))
+    cpu = [step.cpu_s for step in trace.steps]
+    cpu_s = Spread.of(np.array(cpu, dtype=float)) if all(c is not None for c in cpu) else None
     overhead = overhead_matrix(trace)
     overhead_s = {}
     if overhead is not None:
@@ -114,4 +118,5 @@ def summarize(trace: Trace) -> TraceSummary:
         measured_s=measured_s,
         overhead_s=overhead_s,
         layers=layers,
+        cpu_s=cpu_s,
     )
