@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.export import save_run_chrome
 from profilers.distributed.launch import combine, run_rank_from_env
-from profilers.distributed.records import save_run_json
+from profilers.distributed.records import RunResult, save_run_json
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed
 from profilers.distributed.to_trace import run_to_trace
 from simcore.errors import ConfigError, SgdsimError
+from simcore.sim.occupancy import occupancy_text
 from simcore.trace.io import save_trace
 from simcore.units import parse_bandwidth
 
@@ -107,10 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.worker_rate, name="--worker-rate"
             )
             result = Testbed(rate, worker_rate_bps=worker_rate or None).run(config)
-            print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
+            _report(result)
         else:
             result = run_distributed(config)
-            print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
+            _report(result)
         if args.out:
             save_run_json(result, args.out, overwrite=args.force)
         if args.chrome_out:
@@ -121,6 +122,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"profilers.distributed: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _report(result: RunResult) -> None:
+    """The run's throughput and, with several workers on parameter servers, how their transfers
+    lined up on the servers' links (convoys or pipelining)."""
+    config = result.config
+    print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
+    occupancy = result.link_occupancy()
+    if occupancy is not None and config.workers > 1:
+        print(
+            f"the servers' links after warm-up: {occupancy_text(occupancy)} "
+            "(a push until its bytes were handed to the socket)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import torch
 from profilers.distributed.config import RunConfig
 from simcore.errors import ConfigError
 from simcore.files import atomic_output
+from simcore.sim.occupancy import PULL, PUSH, LinkOccupancy, TransferInterval, link_occupancy
 
 __all__ = [
     "RUN_SCHEMA",
@@ -46,6 +47,7 @@ RUN_SCHEMA_VERSION = 1
 # completed), allreduce (launched .. completed). Server side: update (one worker's gradients of one
 # layer applied; in ps-sync, the averaged gradients, recorded once per step with worker -1).
 COMPUTE_KINDS = ("forward", "backward")
+UPDATE = "update"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,44 @@ class RunResult:
         return dataclasses.replace(
             self, spans=(), compute_summary=self.compute_s_per_layer(), final_state={}
         )
+
+    def link_occupancy(self) -> LinkOccupancy | None:
+        """How the parameter servers' links were occupied after warm-up: the share of time
+        ``i`` workers pulled and ``j`` pushed (:mod:`simcore.sim.occupancy`); None without
+        servers or spans.
+
+        The workers' spans alone would misplace both ends of the link's work: gloo reports a
+        push sent once its last bytes are in the socket's buffer, which the link then drains
+        for tens of milliseconds (mlp at 500 Mbit/s: a median 57 ms before the server had the
+        gradients), and a worker posts its next pulls before the server, busy receiving that
+        push, can send them. So a push lasts until the server began to apply it (its update
+        span), and a pull starts no earlier than the server's last update of the worker's
+        previous step (Sync-SGD: of the averaged step) ended.
+        """
+        if not self.config.architecture.uses_servers:
+            return None
+        applied: dict[tuple[int, int, str], float] = {}  # (worker, step, layer) -> update start
+        step_done: dict[tuple[int, int], float] = {}  # (worker or -1, step) -> last update end
+        for span in self.spans:
+            if span.kind == UPDATE and span.rank < self.config.servers:  # a server's
+                applied[(span.worker, span.step, span.layer)] = span.start_s
+                key = (span.worker, span.step)
+                step_done[key] = max(step_done.get(key, -math.inf), span.start_s + span.duration_s)
+        intervals = []
+        for span in self._measured((PULL, PUSH)):
+            start, end = span.start_s, span.start_s + span.duration_s
+            if span.kind == PUSH:
+                end = max(end, applied.get((span.worker, span.step, span.layer), end))
+            else:
+                previous = step_done.get((span.worker, span.step - 1))
+                if previous is None:
+                    previous = step_done.get((-1, span.step - 1))
+                if previous is not None:
+                    start = min(max(start, previous), end)
+            intervals.append(TransferInterval(span.worker, span.kind, start, end))
+        if not intervals:
+            return None
+        return link_occupancy(intervals, self.config.workers)
 
     def _measured(self, kinds: Iterable[str]) -> Iterable[Span]:
         wanted = set(kinds)

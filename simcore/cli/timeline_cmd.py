@@ -53,6 +53,12 @@ from simcore.plots.timeline import plot_profiled_vs_simulated, plot_timeline, se
 from simcore.report.output import print_json
 from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, MODES
+from simcore.sim.occupancy import (
+    LinkOccupancy,
+    link_occupancy,
+    occupancy_text,
+    timeline_intervals,
+)
 from simcore.sim.precision import PrecisionRule, simulate_sized, stopping_note
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
@@ -189,7 +195,11 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(link_lines(link, link.describe(config))), file=sys.stderr)
     if args.json:
         written = [path for path in (args.out, args.chrome) if path is not None]
-        context = {"written": written, "window_steps": None if window is None else list(window)}
+        context = {
+            "written": written,
+            "window_steps": None if window is None else list(window),
+            "link_occupancy": _occupancy_json(result),
+        }
         points = simulation_points([result], link, host_sources(args, result.config))
         print_json(args, "timeline", points, context=context)
     return 0
@@ -297,9 +307,34 @@ def _timeline(
         f"{format_number(result.examples_per_s.value)} examples/s" + shown_seed_note(result),
         file=sys.stderr,
     )
+    occupancy = _occupancy(result)
+    if occupancy is not None and c.workers > 1:
+        print(f"the servers' links after warm-up: {occupancy_text(occupancy)}", file=sys.stderr)
     note = stopping_note(result)
     if note:
         print(f"note: {note}", file=sys.stderr)
+
+
+def _occupancy(result: SimulationResult) -> LinkOccupancy | None:
+    """How the parameter servers' links were occupied after warm-up (None: no servers)."""
+    c = result.config
+    if c.arch != "ps" or result.timeline is None:
+        return None
+    intervals = timeline_intervals(result.timeline, from_step=c.warmup_steps)
+    return link_occupancy(intervals, c.workers) if intervals else None
+
+
+def _occupancy_json(result: SimulationResult) -> dict[str, object] | None:
+    occupancy = _occupancy(result)
+    if occupancy is None:
+        return None
+    return {
+        "workers": occupancy.workers,
+        "span_s": occupancy.span_s,
+        "shares": [
+            {"pulling": i, "pushing": j, "share": share} for i, j, share in occupancy.shares
+        ],
+    }
 
 
 def _profiled(args: argparse.Namespace, trace: Trace, result: SimulationResult) -> None:

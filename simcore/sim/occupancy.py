@@ -1,0 +1,183 @@
+"""How a parameter server's link was occupied: the share of time that ``i`` workers pulled and
+``j`` pushed at once, for a simulated run or a measured one.
+
+A worker's steps can line up in many ways with the same step-time spread and the same offsets
+between step ends (:mod:`simcore.sim.phases`): the workers may pull together and push together
+(a convoy: each direction busy in turn, the other idle), or one may pull while another pushes
+(pipelined: both directions busy). Which of the two a run settles in decides Async-SGD's
+throughput on a link that is fast in both directions, and it shows directly in this table. On
+the emulated cluster, for example, mlp at 500 Mbit/s with three workers spent 42% of the time
+with all three pulling and 28% with all three pushing, where the simulator had them in both
+directions at once for 68% of the time and predicted the throughput 24% too high.
+
+The input is a list of :class:`TransferInterval`: when a worker had a pull (the server's
+downlink) or a push (its uplink) in flight. A worker's overlapping intervals in one direction
+count once (it pulls several layers at a time over one connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from simcore.sim.results import Timeline
+
+__all__ = [
+    "PULL",
+    "PUSH",
+    "LinkOccupancy",
+    "TransferInterval",
+    "link_occupancy",
+    "occupancy_text",
+    "timeline_intervals",
+]
+
+PULL, PUSH = "pull", "push"
+_DIRECTIONS = (PULL, PUSH)
+
+
+@dataclass(frozen=True)
+class TransferInterval:
+    """A worker's pull or push in flight from ``start_s`` to ``end_s`` (seconds)."""
+
+    worker: int
+    direction: str  # PULL or PUSH
+    start_s: float
+    end_s: float
+
+    def __post_init__(self) -> None:
+        if self.direction not in _DIRECTIONS:
+            raise ValueError(f"direction: {self.direction!r} is not one of {_DIRECTIONS}")
+        if not self.end_s >= self.start_s:
+            raise ValueError(f"interval ends ({self.end_s}) before it starts ({self.start_s})")
+
+
+@dataclass(frozen=True)
+class LinkOccupancy:
+    """``shares``: ``(pulling, pushing, share of time)`` for every combination that occurred,
+    pulling then pushing ascending; the shares sum to 1 over ``span_s`` (0 when nothing moved).
+    """
+
+    workers: int
+    span_s: float
+    shares: tuple[tuple[int, int, float], ...]
+
+    def share(self, pulling: int, pushing: int) -> float:
+        """The share of time exactly ``pulling`` workers pulled and ``pushing`` pushed."""
+        return sum(s for i, j, s in self.shares if i == pulling and j == pushing)
+
+    @property
+    def all_pulling(self) -> float:
+        """Every worker pulling, none pushing."""
+        return self.share(self.workers, 0)
+
+    @property
+    def all_pushing(self) -> float:
+        """Every worker pushing, none pulling."""
+        return self.share(0, self.workers)
+
+    @property
+    def both_directions(self) -> float:
+        """Some worker pulling while another (or the same) pushes."""
+        return sum(s for i, j, s in self.shares if i > 0 and j > 0)
+
+    @property
+    def idle(self) -> float:
+        """Nothing in flight either way (every worker computing)."""
+        return self.share(0, 0)
+
+
+def link_occupancy(
+    intervals: Iterable[TransferInterval],
+    workers: int,
+    start_s: float | None = None,
+    end_s: float | None = None,
+) -> LinkOccupancy:
+    """The occupancy of ``workers`` workers' transfers between ``start_s`` and ``end_s``
+    (default: the first interval's start and the last one's end); intervals are clipped to it.
+    """
+    if workers < 1:
+        raise ValueError(f"workers: must be >= 1, got {workers}")
+    merged = _merged(intervals)
+    if not merged:
+        return LinkOccupancy(workers, 0.0, ())
+    lo = min(a for _, _, a, _ in merged) if start_s is None else start_s
+    hi = max(b for _, _, _, b in merged) if end_s is None else end_s
+    if not hi > lo:
+        return LinkOccupancy(workers, 0.0, ())
+    events: list[tuple[float, int, int]] = []  # (time, +-1 pulling, +-1 pushing)
+    for _, direction, a, b in merged:
+        a, b = max(a, lo), min(b, hi)
+        if b <= a:
+            continue
+        pull = direction == PULL
+        events.append((a, int(pull), int(not pull)))
+        events.append((b, -int(pull), -int(not pull)))
+    events.sort()
+    time_in: dict[tuple[int, int], float] = {}
+    pulling = pushing = 0
+    last = lo
+    for t, d_pull, d_push in events:
+        if t > last:
+            key = (pulling, pushing)
+            time_in[key] = time_in.get(key, 0.0) + (t - last)
+            last = t
+        pulling += d_pull
+        pushing += d_push
+    if hi > last:
+        time_in[(0, 0)] = time_in.get((0, 0), 0.0) + (hi - last)
+    span = hi - lo
+    shares = tuple((i, j, t / span) for (i, j), t in sorted(time_in.items()) if t / span > 0.0)
+    return LinkOccupancy(workers, span, shares)
+
+
+def _merged(intervals: Iterable[TransferInterval]) -> list[tuple[int, str, float, float]]:
+    """Each worker's intervals in one direction, overlapping ones joined."""
+    by_key: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for iv in intervals:
+        by_key.setdefault((iv.worker, iv.direction), []).append((iv.start_s, iv.end_s))
+    out: list[tuple[int, str, float, float]] = []
+    for (worker, direction), spans in by_key.items():
+        spans.sort()
+        cur_a, cur_b = spans[0]
+        for a, b in spans[1:]:
+            if a <= cur_b:
+                cur_b = max(cur_b, b)
+            else:
+                out.append((worker, direction, cur_a, cur_b))
+                cur_a, cur_b = a, b
+        out.append((worker, direction, cur_a, cur_b))
+    return out
+
+
+def occupancy_text(occupancy: LinkOccupancy) -> str:
+    """``all 3 workers pulling 42%, all 3 workers pushing 28%, both directions busy 23%, idle
+    2%, fewer workers one way 5%`` (``the worker`` for one)."""
+    who = "the worker" if occupancy.workers == 1 else f"all {occupancy.workers} workers"
+    if occupancy.span_s <= 0:
+        return "no transfers"
+    parts = [
+        f"{who} pulling {occupancy.all_pulling:.0%}",
+        f"{who} pushing {occupancy.all_pushing:.0%}",
+        f"both directions busy {occupancy.both_directions:.0%}",
+        f"idle {occupancy.idle:.0%}",
+    ]
+    rest = 1.0 - occupancy.all_pulling - occupancy.all_pushing
+    rest -= occupancy.both_directions + occupancy.idle
+    if occupancy.workers > 1 and rest >= 0.005:
+        parts.append(f"fewer workers one way {rest:.0%}")
+    return ", ".join(parts)
+
+
+def timeline_intervals(timeline: Timeline, from_step: int = 0) -> list[TransferInterval]:
+    """A simulated run's transfers on the parameter servers' links (every server's downlink and
+    uplink pooled), of steps ``from_step`` on."""
+    out = []
+    for record in timeline:
+        if record.step < from_step:
+            continue
+        if record.resource.startswith("downlink"):
+            out.append(TransferInterval(record.worker, PULL, record.start_s, record.end_s))
+        elif record.resource.startswith("uplink"):
+            out.append(TransferInterval(record.worker, PUSH, record.start_s, record.end_s))
+    return out
