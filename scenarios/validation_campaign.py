@@ -21,7 +21,8 @@ Setup
 Output
     Every point (measured, predicted, error, the measured compute slowdown of co-located
     workers); for Async-SGD, how the workers lined up in each real run and each simulated seed
-    (lock-step, pipelined, drifting: ``simcore.sim.phases``) and their step times; the mean and
+    (lock-step, pipelined, drifting: ``simcore.sim.phases``), their step times and how their
+    transfers lined up on the server's link (``simcore.sim.occupancy``); the mean and
     maximum absolute error by half and architecture; and in ``--out`` (default
     ``results/validation_campaign/``): ``validation_campaign.csv`` (every point),
     ``validation_campaign-summary.csv`` (the errors), ``validation_campaign-async.csv`` (the

@@ -12,9 +12,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from profilers.distributed.campaign import CampaignReport, campaign_async_table
 from profilers.distributed.config import Architecture, RunConfig
-from profilers.distributed.records import RunResult, Span, StepRecord
+from profilers.distributed.measurements import load_measurements
+from profilers.distributed.records import (
+    RunResult,
+    Span,
+    StepRecord,
+    load_run,
+    run_from_dict,
+    run_to_dict,
+)
+from profilers.distributed.validation import assess
 from simcore.cli.main import main
+from simcore.errors import ConfigError
 from simcore.sim import SimulationConfig, simulate
 from simcore.sim.occupancy import (
     PULL,
@@ -23,6 +34,8 @@ from simcore.sim.occupancy import (
     TransferInterval,
     link_occupancy,
     occupancy_text,
+    pooled_occupancy,
+    short_occupancy_text,
     timeline_intervals,
 )
 from simcore.trace.build import synthetic_trace
@@ -31,6 +44,7 @@ B = 1e9
 TRANSFER_S = 0.028  # each way, one worker alone
 COMPUTE_S = 0.180
 LAYERWISE_STEP_S = 0.202  # test_sim_overlap's critical path
+VALIDATION = Path(__file__).resolve().parent.parent / "simcore" / "data" / "validation"
 
 
 def chain_occupancy(workers: int, **config: object) -> LinkOccupancy:
@@ -191,3 +205,64 @@ def test_timeline_reports_the_servers_links(
     captured = capsys.readouterr()
     assert "servers' links" not in captured.err
     assert json.loads(captured.out)["context"]["link_occupancy"] is None
+
+
+def test_pooled_runs_weigh_by_their_span_and_the_short_text() -> None:
+    first = link_occupancy([TransferInterval(0, PULL, 0.0, 1.0)], workers=1)  # all pulling
+    second = link_occupancy(  # 1 s pushing of 3 s
+        [TransferInterval(0, PUSH, 0.0, 1.0)], workers=1, start_s=0.0, end_s=3.0
+    )
+    pooled = pooled_occupancy([first, second])
+    assert pooled is not None and pooled.span_s == 4.0
+    assert pooled.all_pulling == pytest.approx(0.25)
+    assert pooled.all_pushing == pytest.approx(0.25)
+    assert pooled.idle == pytest.approx(0.5)
+    assert short_occupancy_text(pooled) == "25/25/0" and short_occupancy_text(None) == "-"
+    assert pooled_occupancy([]) is None
+    with pytest.raises(ValueError, match="different numbers of workers"):
+        pooled_occupancy([first, link_occupancy([TransferInterval(0, PULL, 0, 1)], workers=2)])
+
+
+def test_a_compacted_run_keeps_its_occupancy_through_json(tmp_path: Path) -> None:
+    spans = (
+        Span(1, 0, 1, "fc", "pull", 1.0, 0.5),
+        Span(2, 1, 1, "fc", "pull", 1.0, 0.5),
+        Span(1, 0, 1, "fc", "push", 1.5, 0.5),
+    )
+    run = _run(Architecture.PS_ASYNC, spans)
+    compact = run.without_spans()
+    assert compact.spans == () and compact.link_occupancy() == run.link_occupancy()
+    back = run_from_dict(json.loads(json.dumps(run_to_dict(compact))))
+    assert back.link_occupancy() == run.link_occupancy()
+    doc = run_to_dict(compact)
+    doc["link_occupancy"]["shares"][0][2] = 1.5
+    with pytest.raises(ConfigError, match=r"link_occupancy: shares must be within 0\.\.1"):
+        run_from_dict(doc, "run.json")
+
+
+def test_validation_compares_the_measured_and_simulated_link_of_async_points() -> None:
+    # The campaign keeps the spans of the first run at the largest W: mlp at 500 Mbit/s, W = 4.
+    measured = load_measurements(VALIDATION / "campaign" / "mlp-500-layerwise.json.gz")
+    kept = tuple(
+        p
+        for p in measured.points
+        if p.architecture is Architecture.PS_ASYNC and p.workers in (1, 4)
+    )
+    report = assess(dataclasses.replace(measured, points=kept), ideal=False)
+    one, four = report.points
+    assert one.measured_occupancy is None and one.simulated_occupancy is None
+    for occupancy in (four.measured_occupancy, four.simulated_occupancy):
+        assert occupancy is not None and occupancy.workers == 4
+        assert sum(s for _, _, s in occupancy.shares) == pytest.approx(1.0)
+    row = campaign_async_table(CampaignReport(("mlp-500",), (report,))).rows[0]
+    assert row["measured_link"] == short_occupancy_text(four.measured_occupancy)
+
+
+def test_the_kept_runs_say_what_their_readme_says() -> None:
+    kept = VALIDATION.parent / "runs"
+    readme = (kept / "README.md").read_text()
+    for path in sorted(kept.glob("*.json.gz")):
+        run = load_run(path)
+        name = path.name.removesuffix(".json.gz")
+        pull_push_both = short_occupancy_text(run.link_occupancy()).replace("/", " / ")
+        assert f"| `{name}` | {run.examples_per_s:.1f} | {pull_push_both} |" in readme

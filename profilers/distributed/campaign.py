@@ -32,6 +32,7 @@ from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings
 from simcore.parallel import TaskProgress, run_tasks
 from simcore.report.table import Cell, Column, Table
+from simcore.sim.occupancy import short_occupancy_text
 from simcore.units import format_bandwidth
 
 __all__ = [
@@ -271,12 +272,16 @@ ASYNC_COLUMNS = (
     Column("simulated_step_p50_ms", "sim"),
     Column("measured_step_p95_ms", "p95 ms"),
     Column("simulated_step_p95_ms", "sim"),
+    Column("measured_link", "link pull/push/both %"),
+    Column("simulated_link", "sim"),
 )
 
 
 def campaign_async_table(report: CampaignReport) -> Table:
     """Async-SGD with W >= 2: how the workers lined up in each real run and in each simulated
-    seed (:mod:`simcore.sim.phases`), and the median and 95% quantile of their step times."""
+    seed (:mod:`simcore.sim.phases`), the median and 95% quantile of their step times, and the
+    share of time every worker pulled, every worker pushed, and both directions of the server's
+    link were busy (:mod:`simcore.sim.occupancy`; measured where the runs kept it)."""
     table = Table(
         "Async-SGD: phase pattern of each run / seed, and the workers' step times",
         ASYNC_COLUMNS,
@@ -292,6 +297,8 @@ def campaign_async_table(report: CampaignReport) -> Table:
             simulated_step_p50_ms=1e3 * p.simulated_step_s[1],
             measured_step_p95_ms=1e3 * p.measured_step_s[2],
             simulated_step_p95_ms=1e3 * p.simulated_step_s[2],
+            measured_link=short_occupancy_text(p.measured_occupancy),
+            simulated_link=short_occupancy_text(p.simulated_occupancy),
         )
     return table
 

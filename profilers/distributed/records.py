@@ -23,7 +23,7 @@ import torch
 
 from profilers.distributed.config import RunConfig
 from simcore.errors import ConfigError
-from simcore.files import atomic_output
+from simcore.files import atomic_output, read_json_file
 from simcore.sim.occupancy import PULL, PUSH, LinkOccupancy, TransferInterval, link_occupancy
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "StepRecord",
     "config_from_dict",
     "config_to_dict",
+    "load_run",
     "run_from_dict",
     "run_to_dict",
     "save_run_json",
@@ -127,6 +128,8 @@ class RunResult:
     steps: tuple[StepRecord, ...]
     final_state: Mapping[str, torch.Tensor] = field(default_factory=dict)
     compute_summary: Mapping[str, float] | None = None
+    # Stands in for the spans' link occupancy in a compacted run (link_occupancy).
+    occupancy_summary: LinkOccupancy | None = None
 
     # --- throughput ----------------------------------------------------------------------------
 
@@ -209,7 +212,11 @@ class RunResult:
         """The run with its steps and its compute per layer (``compute_summary``) but no spans:
         what throughput and the co-location slowdown are measured from, in a few kilobytes."""
         return dataclasses.replace(
-            self, spans=(), compute_summary=self.compute_s_per_layer(), final_state={}
+            self,
+            spans=(),
+            compute_summary=self.compute_s_per_layer(),
+            occupancy_summary=self.link_occupancy(),
+            final_state={},
         )
 
     def link_occupancy(self) -> LinkOccupancy | None:
@@ -227,6 +234,8 @@ class RunResult:
         """
         if not self.config.architecture.uses_servers:
             return None
+        if not self.spans:
+            return self.occupancy_summary
         applied: dict[tuple[int, int, str], float] = {}  # (worker, step, layer) -> update start
         step_done: dict[tuple[int, int], float] = {}  # (worker or -1, step) -> last update end
         for span in self.spans:
@@ -272,7 +281,7 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
 def run_to_dict(result: RunResult) -> dict[str, Any]:
     """The run as JSON-ready data: config, summary and every raw timestamp (no parameters)."""
     step_times = result.step_times_s()
-    return {
+    doc: dict[str, Any] = {
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
         "clock": "time.perf_counter (CLOCK_MONOTONIC on Linux: one origin per host), seconds",
@@ -287,11 +296,27 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         "steps": [asdict(s) for s in result.steps],
         "span_fields": list(Span.__slots__),
         "spans": [[getattr(s, f) for f in Span.__slots__] for s in result.spans],
-    } | (
-        {}
-        if result.compute_summary is None
-        else {"compute_s_per_layer": dict(result.compute_summary)}
-    )
+    }
+    if result.compute_summary is not None:
+        doc["compute_s_per_layer"] = dict(result.compute_summary)
+    if result.occupancy_summary is not None:
+        doc["link_occupancy"] = _occupancy_to_dict(result.occupancy_summary)
+    return doc
+
+
+def _occupancy_to_dict(occupancy: LinkOccupancy) -> dict[str, Any]:
+    return {
+        "workers": occupancy.workers,
+        "span_s": occupancy.span_s,
+        "shares": [[i, j, share] for i, j, share in occupancy.shares],
+    }
+
+
+def _occupancy_from_dict(raw: Any) -> LinkOccupancy:
+    shares = tuple((int(i), int(j), float(share)) for i, j, share in raw["shares"])
+    if any(not 0.0 <= share <= 1.0 for _, _, share in shares):
+        raise ValueError(f"shares must be within 0..1, got {[s for _, _, s in shares]}")
+    return LinkOccupancy(int(raw["workers"]), seconds_from_json(raw["span_s"]), shares)
 
 
 def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
@@ -340,11 +365,22 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
             if raw_summary is None
             else {str(k): seconds_from_json(v) for k, v in dict(raw_summary).items()}
         )
+        where = "link_occupancy"
+        raw_occupancy = data.get("link_occupancy")
+        occupancy = None if raw_occupancy is None else _occupancy_from_dict(raw_occupancy)
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f"{source}: {where}: {err}") from None
-    return RunResult(config, model_name, layer_nbytes, spans, steps, compute_summary=summary)
+    return RunResult(
+        config,
+        model_name,
+        layer_nbytes,
+        spans,
+        steps,
+        compute_summary=summary,
+        occupancy_summary=occupancy,
+    )
 
 
 def seconds_from_json(value: Any) -> float:
@@ -378,6 +414,12 @@ def save_run_json(
     """Write :func:`run_to_dict` atomically; replace an existing file only with ``overwrite``."""
     with atomic_output(path, overwrite=overwrite) as tmp:
         tmp.write_text(json.dumps(run_to_dict(result), indent=1) + "\n", encoding="utf-8")
+
+
+def load_run(path: str | os.PathLike[str]) -> RunResult:
+    """A run :func:`save_run_json` wrote (gzip-compressed or not). Raises ConfigError naming
+    the file and the field on bad input."""
+    return run_from_dict(read_json_file(path, what="distributed run"), str(path))
 
 
 def merge(

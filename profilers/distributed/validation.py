@@ -99,6 +99,12 @@ from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim.occupancy import (
+    LinkOccupancy,
+    link_occupancy,
+    pooled_occupancy,
+    timeline_intervals,
+)
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
@@ -170,6 +176,11 @@ class ValidationPoint:
     simulated_step_s: tuple[float, float, float] = (math.nan, math.nan, math.nan)
     measured_phases: tuple[str, ...] = ()
     simulated_phases: tuple[str, ...] = ()
+    # Async-SGD with W >= 2: how the transfers lined up on the server's link after warm-up
+    # (simcore.sim.occupancy), measured (pooled over the runs that carry it: spans, or the
+    # summary a compacted run keeps) and simulated (one seed's timeline). None: not known.
+    measured_occupancy: LinkOccupancy | None = None
+    simulated_occupancy: LinkOccupancy | None = None
 
     @property
     def measured_mean(self) -> float:
@@ -799,7 +810,23 @@ class Predictor:
             simulated_step_s=simulated_step_quantiles(simulated),
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
+            **self._occupancies(arch, workers, runs),
         )
+
+    def _occupancies(
+        self, arch: Architecture, workers: int, runs: Sequence[RunResult]
+    ) -> dict[str, LinkOccupancy | None]:
+        """Async-SGD with W >= 2: the measured and simulated link occupancy (ValidationPoint)."""
+        if arch is not Architecture.PS_ASYNC or workers < 2:
+            return {}
+        measured = [o for o in (r.link_occupancy() for r in runs) if o is not None]
+        timeline = self.simulation(arch, workers, timeline=True).timeline
+        assert timeline is not None
+        intervals = timeline_intervals(timeline, from_step=SIM_WARMUP_STEPS)
+        return {
+            "measured_occupancy": pooled_occupancy(measured),
+            "simulated_occupancy": link_occupancy(intervals, workers) if intervals else None,
+        }
 
 
 def simulate_argv(

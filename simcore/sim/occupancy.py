@@ -29,6 +29,8 @@ __all__ = [
     "TransferInterval",
     "link_occupancy",
     "occupancy_text",
+    "pooled_occupancy",
+    "short_occupancy_text",
     "timeline_intervals",
 ]
 
@@ -129,6 +131,35 @@ def link_occupancy(
     span = hi - lo
     shares = tuple((i, j, t / span) for (i, j), t in sorted(time_in.items()) if t / span > 0.0)
     return LinkOccupancy(workers, span, shares)
+
+
+def pooled_occupancy(occupancies: Iterable[LinkOccupancy]) -> LinkOccupancy | None:
+    """Several runs' occupancies as one, each weighted by its span (None: none with a span).
+    Raises ValueError when they are of different numbers of workers."""
+    runs = [o for o in occupancies if o.span_s > 0]
+    if not runs:
+        return None
+    workers = {o.workers for o in runs}
+    if len(workers) != 1:
+        raise ValueError(f"occupancies of different numbers of workers: {sorted(workers)}")
+    total = sum(o.span_s for o in runs)
+    time_in: dict[tuple[int, int], float] = {}
+    for o in runs:
+        for i, j, share in o.shares:
+            time_in[(i, j)] = time_in.get((i, j), 0.0) + share * o.span_s
+    shares = tuple((i, j, t / total) for (i, j), t in sorted(time_in.items()))
+    return LinkOccupancy(workers.pop(), total, shares)
+
+
+def short_occupancy_text(occupancy: LinkOccupancy | None) -> str:
+    """``34/40/16``: the percentages of time every worker pulled, every worker pushed, and both
+    directions were busy; ``-`` for None."""
+    if occupancy is None:
+        return "-"
+    return (
+        f"{100 * occupancy.all_pulling:.0f}/{100 * occupancy.all_pushing:.0f}/"
+        f"{100 * occupancy.both_directions:.0f}"
+    )
 
 
 def _merged(intervals: Iterable[TransferInterval]) -> list[tuple[int, str, float, float]]:
