@@ -283,7 +283,9 @@ def campaign_async_table(report: CampaignReport) -> Table:
     share of time every worker pulled, every worker pushed, and both directions of the server's
     link were busy (:mod:`simcore.sim.occupancy`; measured where the runs kept it)."""
     table = Table(
-        "Async-SGD: phase pattern of each run / seed, and the workers' step times",
+        "Async-SGD: phase pattern of each run / seed, the workers' step times, and the share of "
+        "time every worker pulled / every worker pushed / both directions of the server's link "
+        "were busy",
         ASYNC_COLUMNS,
     )
     for r, p, label in report.rows():
