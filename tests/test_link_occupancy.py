@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from profilers.distributed.__main__ import print_run_summary
 from profilers.distributed.campaign import CampaignReport, campaign_async_table
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.measurements import load_measurements
@@ -266,3 +267,17 @@ def test_the_kept_runs_say_what_their_readme_says() -> None:
         name = path.name.removesuffix(".json.gz")
         pull_push_both = short_occupancy_text(run.link_occupancy()).replace("/", " / ")
         assert f"| `{name}` | {run.examples_per_s:.1f} | {pull_push_both} |" in readme
+
+
+def test_the_runner_prints_the_occupancy_of_a_run_with_servers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spans = (Span(1, 0, 1, "fc", "pull", 1.0, 0.5), Span(2, 1, 1, "fc", "push", 1.2, 0.5))
+    print_run_summary(_run(Architecture.PS_ASYNC, spans))
+    out = capsys.readouterr().out
+    assert "the servers' links after warm-up: all 2 workers pulling 0%" in out
+    assert "(a push until the server began to apply it)" in out
+    print_run_summary(_run(Architecture.PS_SYNC, spans))
+    assert "(a push until its bytes were handed to the socket)" in capsys.readouterr().out
+    print_run_summary(_run(Architecture.ALLREDUCE, spans))
+    assert "servers' links" not in capsys.readouterr().out

@@ -108,10 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.worker_rate, name="--worker-rate"
             )
             result = Testbed(rate, worker_rate_bps=worker_rate or None).run(config)
-            _report(result)
+            print_run_summary(result)
         else:
             result = run_distributed(config)
-            _report(result)
+            print_run_summary(result)
         if args.out:
             save_run_json(result, args.out, overwrite=args.force)
         if args.chrome_out:
@@ -124,17 +124,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _report(result: RunResult) -> None:
+def print_run_summary(result: RunResult) -> None:
     """The run's throughput and, with several workers on parameter servers, how their transfers
     lined up on the servers' links (convoys or pipelining)."""
     config = result.config
     print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
     occupancy = result.link_occupancy()
     if occupancy is not None and config.workers > 1:
-        print(
-            f"the servers' links after warm-up: {occupancy_text(occupancy)} "
-            "(a push until its bytes were handed to the socket)"
+        # Async servers time each worker's update, which ends its push; a Sync-SGD server
+        # updates once per step, so there a push ends when gloo handed its bytes to the socket.
+        until = (
+            "the server began to apply it"
+            if config.architecture is Architecture.PS_ASYNC
+            else "its bytes were handed to the socket"
         )
+        text = occupancy_text(occupancy)
+        print(f"the servers' links after warm-up: {text} (a push until {until})")
 
 
 if __name__ == "__main__":
