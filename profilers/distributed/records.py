@@ -229,8 +229,9 @@ class RunResult:
         for tens of milliseconds (mlp at 500 Mbit/s: a median 57 ms before the server had the
         gradients), and a worker posts its next pulls before the server, busy receiving that
         push, can send them. So a push lasts until the server began to apply it (its update
-        span), and a pull starts no earlier than the server's last update of the worker's
-        previous step (Sync-SGD: of the averaged step) ended.
+        span; a Sync-SGD server applies the averaged step once, so there a push still ends
+        when gloo reported it sent), and a pull starts no earlier than the server's last
+        update of the worker's previous step (Sync-SGD: of the averaged step) ended.
         """
         if not self.config.architecture.uses_servers:
             return None
