@@ -239,6 +239,12 @@ def test_a_compacted_run_keeps_its_occupancy_through_json(tmp_path: Path) -> Non
     doc["link_occupancy"]["shares"][0][2] = 1.5
     with pytest.raises(ConfigError, match=r"link_occupancy: shares must be within 0\.\.1"):
         run_from_dict(doc, "run.json")
+    doc["link_occupancy"]["shares"][0][:] = [3, 0, 0.5]
+    with pytest.raises(ConfigError, match="counts more workers than the run's 2"):
+        run_from_dict(doc, "run.json")
+    doc["link_occupancy"]["workers"] = 0
+    with pytest.raises(ConfigError, match=r"run\.json: link_occupancy: workers must be >= 1"):
+        run_from_dict(doc, "run.json")
 
 
 def test_validation_compares_the_measured_and_simulated_link_of_async_points() -> None:

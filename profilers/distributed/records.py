@@ -314,10 +314,15 @@ def _occupancy_to_dict(occupancy: LinkOccupancy) -> dict[str, Any]:
 
 
 def _occupancy_from_dict(raw: Any) -> LinkOccupancy:
+    workers = int(raw["workers"])
     shares = tuple((int(i), int(j), float(share)) for i, j, share in raw["shares"])
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     if any(not 0.0 <= share <= 1.0 for _, _, share in shares):
         raise ValueError(f"shares must be within 0..1, got {[s for _, _, s in shares]}")
-    return LinkOccupancy(int(raw["workers"]), seconds_from_json(raw["span_s"]), shares)
+    if any(not (0 <= i <= workers and 0 <= j <= workers) for i, j, _ in shares):
+        raise ValueError(f"a share counts more workers than the run's {workers}")
+    return LinkOccupancy(workers, seconds_from_json(raw["span_s"]), shares)
 
 
 def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
