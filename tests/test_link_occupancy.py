@@ -236,10 +236,10 @@ def test_a_compacted_run_keeps_its_occupancy_through_json(tmp_path: Path) -> Non
     back = run_from_dict(json.loads(json.dumps(run_to_dict(compact))))
     assert back.link_occupancy() == run.link_occupancy()
     doc = run_to_dict(compact)
-    doc["link_occupancy"]["shares"][0][2] = 1.5
+    doc["link_occupancy"]["shares"][0]["share"] = 1.5
     with pytest.raises(ConfigError, match=r"link_occupancy: shares must be within 0\.\.1"):
         run_from_dict(doc, "run.json")
-    doc["link_occupancy"]["shares"][0][:] = [3, 0, 0.5]
+    doc["link_occupancy"]["shares"][0] = {"pulling": 3, "pushing": 0, "share": 0.5}
     with pytest.raises(ConfigError, match="counts more workers than the run's 2"):
         run_from_dict(doc, "run.json")
     doc["link_occupancy"]["workers"] = 0

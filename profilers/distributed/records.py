@@ -24,7 +24,15 @@ import torch
 from profilers.distributed.config import RunConfig
 from simcore.errors import ConfigError
 from simcore.files import atomic_output, read_json_file
-from simcore.sim.occupancy import PULL, PUSH, LinkOccupancy, TransferInterval, link_occupancy
+from simcore.sim.occupancy import (
+    PULL,
+    PUSH,
+    LinkOccupancy,
+    TransferInterval,
+    link_occupancy,
+    occupancy_from_dict,
+    occupancy_to_dict,
+)
 
 __all__ = [
     "RUN_SCHEMA",
@@ -301,28 +309,8 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
     if result.compute_summary is not None:
         doc["compute_s_per_layer"] = dict(result.compute_summary)
     if result.occupancy_summary is not None:
-        doc["link_occupancy"] = _occupancy_to_dict(result.occupancy_summary)
+        doc["link_occupancy"] = occupancy_to_dict(result.occupancy_summary)
     return doc
-
-
-def _occupancy_to_dict(occupancy: LinkOccupancy) -> dict[str, Any]:
-    return {
-        "workers": occupancy.workers,
-        "span_s": occupancy.span_s,
-        "shares": [[i, j, share] for i, j, share in occupancy.shares],
-    }
-
-
-def _occupancy_from_dict(raw: Any) -> LinkOccupancy:
-    workers = int(raw["workers"])
-    shares = tuple((int(i), int(j), float(share)) for i, j, share in raw["shares"])
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if any(not 0.0 <= share <= 1.0 for _, _, share in shares):
-        raise ValueError(f"shares must be within 0..1, got {[s for _, _, s in shares]}")
-    if any(not (0 <= i <= workers and 0 <= j <= workers) for i, j, _ in shares):
-        raise ValueError(f"a share counts more workers than the run's {workers}")
-    return LinkOccupancy(workers, seconds_from_json(raw["span_s"]), shares)
 
 
 def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
@@ -373,7 +361,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         )
         where = "link_occupancy"
         raw_occupancy = data.get("link_occupancy")
-        occupancy = None if raw_occupancy is None else _occupancy_from_dict(raw_occupancy)
+        occupancy = None if raw_occupancy is None else occupancy_from_dict(raw_occupancy)
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:

@@ -99,12 +99,7 @@ from simcore.network import NetworkProfile
 from simcore.network_effects import RingGoodput
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.sim.occupancy import (
-    LinkOccupancy,
-    link_occupancy,
-    pooled_occupancy,
-    timeline_intervals,
-)
+from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
@@ -822,10 +817,9 @@ class Predictor:
         measured = [o for o in (r.link_occupancy() for r in runs) if o is not None]
         timeline = self.simulation(arch, workers, timeline=True).timeline
         assert timeline is not None
-        intervals = timeline_intervals(timeline, from_step=SIM_WARMUP_STEPS)
         return {
             "measured_occupancy": pooled_occupancy(measured),
-            "simulated_occupancy": link_occupancy(intervals, workers) if intervals else None,
+            "simulated_occupancy": timeline_occupancy(timeline, workers, SIM_WARMUP_STEPS),
         }
 
 

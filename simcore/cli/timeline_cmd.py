@@ -55,9 +55,9 @@ from simcore.sim import SimulationConfig, SimulationResult, validate
 from simcore.sim.config import ARCHS, MODES
 from simcore.sim.occupancy import (
     LinkOccupancy,
-    link_occupancy,
     occupancy_text,
-    timeline_intervals,
+    occupancy_to_dict,
+    timeline_occupancy,
 )
 from simcore.sim.precision import PrecisionRule, simulate_sized, stopping_note
 from simcore.sim.sharing import sharing_policy_names
@@ -186,19 +186,20 @@ def run(args: argparse.Namespace) -> int:
     check_rates([(f"--workers {workers}", result.examples_per_s.value)])
     if window is None and time_s is None:
         window = _middle_window(result.config.steps)
+    occupancy = _occupancy(result)
     # With --json, stdout holds the document alone: what the drawing says goes to stderr.
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         if args.profiled:
             _profiled(args, trace, result)
         else:
-            _timeline(args, trace, result, window, time_s, shown)
+            _timeline(args, trace, result, window, time_s, shown, occupancy)
     print("\n".join(link_lines(link, link.describe(config))), file=sys.stderr)
     if args.json:
         written = [path for path in (args.out, args.chrome) if path is not None]
         context = {
             "written": written,
             "window_steps": None if window is None else list(window),
-            "link_occupancy": _occupancy_json(result),
+            "link_occupancy": None if occupancy is None else occupancy_to_dict(occupancy),
         }
         points = simulation_points([result], link, host_sources(args, result.config))
         print_json(args, "timeline", points, context=context)
@@ -266,6 +267,7 @@ def _timeline(
     window: tuple[int, int] | None,
     time_s: tuple[float, float] | None,
     shown: list[int] | None,
+    occupancy: LinkOccupancy | None,
 ) -> None:
     timeline = result.timeline
     assert timeline is not None
@@ -307,7 +309,6 @@ def _timeline(
         f"{format_number(result.examples_per_s.value)} examples/s" + shown_seed_note(result),
         file=sys.stderr,
     )
-    occupancy = _occupancy(result)
     if occupancy is not None and c.workers > 1:
         print(f"the servers' links after warm-up: {occupancy_text(occupancy)}", file=sys.stderr)
     note = stopping_note(result)
@@ -320,21 +321,7 @@ def _occupancy(result: SimulationResult) -> LinkOccupancy | None:
     c = result.config
     if c.arch != "ps" or result.timeline is None:
         return None
-    intervals = timeline_intervals(result.timeline, from_step=c.warmup_steps)
-    return link_occupancy(intervals, c.workers) if intervals else None
-
-
-def _occupancy_json(result: SimulationResult) -> dict[str, object] | None:
-    occupancy = _occupancy(result)
-    if occupancy is None:
-        return None
-    return {
-        "workers": occupancy.workers,
-        "span_s": occupancy.span_s,
-        "shares": [
-            {"pulling": i, "pushing": j, "share": share} for i, j, share in occupancy.shares
-        ],
-    }
+    return timeline_occupancy(result.timeline, c.workers, c.warmup_steps)
 
 
 def _profiled(args: argparse.Namespace, trace: Trace, result: SimulationResult) -> None:

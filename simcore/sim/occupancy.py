@@ -6,9 +6,9 @@ between step ends (:mod:`simcore.sim.phases`): the workers may pull together and
 (a convoy: each direction busy in turn, the other idle), or one may pull while another pushes
 (pipelined: both directions busy). Which of the two a run settles in decides Async-SGD's
 throughput on a link that is fast in both directions, and it shows directly in this table. On
-the emulated cluster, for example, mlp at 500 Mbit/s with three workers spent 42% of the time
-with all three pulling and 28% with all three pushing, where the simulator had them in both
-directions at once for 68% of the time and predicted the throughput 24% too high.
+the emulated cluster, for example, mlp at 500 Mbit/s with three workers spent 34% of the time
+with all three pulling and 40% with all three pushing, where the simulator had them in both
+directions at once for 72% of the time and predicted the throughput 24% too high.
 
 The input is a list of :class:`TransferInterval`: when a worker had a pull (the server's
 downlink) or a push (its uplink) in flight. A worker's overlapping intervals in one direction
@@ -17,8 +17,10 @@ count once (it pulls several layers at a time over one connection).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from simcore.sim.results import Timeline
 
@@ -28,10 +30,13 @@ __all__ = [
     "LinkOccupancy",
     "TransferInterval",
     "link_occupancy",
+    "occupancy_from_dict",
     "occupancy_text",
+    "occupancy_to_dict",
     "pooled_occupancy",
     "short_occupancy_text",
     "timeline_intervals",
+    "timeline_occupancy",
 ]
 
 PULL, PUSH = "pull", "push"
@@ -212,3 +217,40 @@ def timeline_intervals(timeline: Timeline, from_step: int = 0) -> list[TransferI
         elif record.resource.startswith("uplink"):
             out.append(TransferInterval(record.worker, PUSH, record.start_s, record.end_s))
     return out
+
+
+def timeline_occupancy(
+    timeline: Timeline, workers: int, from_step: int = 0
+) -> LinkOccupancy | None:
+    """The occupancy of a simulated run's servers' links from step ``from_step`` on
+    (:func:`timeline_intervals`); None when no transfer reached them."""
+    intervals = timeline_intervals(timeline, from_step)
+    return link_occupancy(intervals, workers) if intervals else None
+
+
+def occupancy_to_dict(occupancy: LinkOccupancy) -> dict[str, Any]:
+    """JSON-ready: ``workers``, ``span_s`` and ``shares``, each ``{pulling, pushing, share}``."""
+    return {
+        "workers": occupancy.workers,
+        "span_s": occupancy.span_s,
+        "shares": [
+            {"pulling": i, "pushing": j, "share": share} for i, j, share in occupancy.shares
+        ],
+    }
+
+
+def occupancy_from_dict(raw: Any) -> LinkOccupancy:
+    """Inverse of :func:`occupancy_to_dict`. Raises KeyError, TypeError or ValueError (saying
+    what is wrong) on bad data; the caller names the file and the field."""
+    workers = int(raw["workers"])
+    shares = tuple((int(s["pulling"]), int(s["pushing"]), float(s["share"])) for s in raw["shares"])
+    span_s = float(raw["span_s"])
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not (math.isfinite(span_s) and span_s >= 0):
+        raise ValueError(f"span_s must be a duration >= 0, got {span_s}")
+    if any(not 0.0 <= share <= 1.0 for _, _, share in shares):
+        raise ValueError(f"shares must be within 0..1, got {[s for _, _, s in shares]}")
+    if any(not (0 <= i <= workers and 0 <= j <= workers) for i, j, _ in shares):
+        raise ValueError(f"a share counts more workers than the run's {workers}")
+    return LinkOccupancy(workers, span_s, shares)
