@@ -226,6 +226,11 @@ def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None
     empty["points"][0]["runs"] = []
     with pytest.raises(ConfigError, match=r"points\[0\]: no runs"):
         measurements_from_dict(empty, "m.json")
+    bad_run = json.loads(json.dumps(data))
+    bad_run["points"][1]["runs"][0]["steps"] = "none"
+    with pytest.raises(ConfigError) as refused:
+        measurements_from_dict(bad_run, "m.json")
+    assert str(refused.value).startswith("m.json: points[1]: runs[0]: steps: ")  # named once
     bad_ring = json.loads(json.dumps(data))
     bad_ring["ring_goodput"]["times_s"] = []
     with pytest.raises(ConfigError, match=r"m\.json: ring_goodput: needs workers >= 2"):

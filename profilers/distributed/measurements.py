@@ -234,6 +234,8 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
             arch = Architecture(raw["architecture"])
             workers = int(raw["workers"])
             runs = tuple(run_from_dict(r, f"{where}: runs[{k}]") for k, r in enumerate(raw["runs"]))
+        except ConfigError:
+            raise  # run_from_dict named the file, the point and the run already
         except KeyError as err:
             raise ConfigError(f"{where}: missing field {err}") from None
         except (TypeError, ValueError) as err:
