@@ -23,7 +23,9 @@ Output
     workers); for Async-SGD, how the workers lined up in each real run and each simulated seed
     (lock-step, pipelined, drifting: ``simcore.sim.phases``), their step times and how their
     transfers lined up on the server's link (``simcore.sim.occupancy``); the mean and
-    maximum absolute error by half and architecture; and in ``--out`` (default
+    maximum absolute error by half and architecture, with how many errors are beyond the
+    runs' own noise and what that noise alone would cost a perfect prediction
+    (``profilers.distributed.noise_floor``); and in ``--out`` (default
     ``results/validation_campaign/``): ``validation_campaign.csv`` (every point),
     ``validation_campaign-summary.csv`` (the errors), ``validation_campaign-async.csv`` (the
     Async-SGD patterns) and ``validation_campaign.png`` (the simulator's error against W, one
@@ -33,6 +35,7 @@ Output
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -43,6 +46,8 @@ from profilers.distributed.campaign import (
     campaign_summary_table,
     campaign_text,
 )
+from profilers.distributed.noise_floor import NOISE_Z
+from profilers.distributed.validation import ValidationPoint
 from simcore.cli.main import OneLineErrorParser
 from simcore.cli.validate_cmd import add_prediction_link_options, assess_campaign_with
 from simcore.plots import new_figure, save_figure
@@ -77,16 +82,19 @@ def plot(report: CampaignReport, out: ScenarioOutput) -> None:
         for m, model in enumerate(models):
             for rate in rates:
                 points = sorted(
-                    (p.workers, 100 * p.error(p.simulated))
+                    (p.workers, 100 * p.error(p.simulated), _noise_bar(p))
                     for r, p, lab in rows
                     if lab == label and r.model_name == model and r.link_rate_bps == rate
                 )
                 if not points:
                     continue
                 held_out = report.fit_rate_bps is not None and rate != report.fit_rate_bps
-                ax.plot(
-                    [w for w, _ in points],
-                    [e for _, e in points],
+                ax.errorbar(
+                    [w for w, _, _ in points],
+                    [e for _, e, _ in points],
+                    yerr=[b for _, _, b in points],
+                    elinewidth=0.7,
+                    capsize=1.5,
                     marker=markers[model],
                     ls="--" if held_out else "-",
                     color=f"C{m}",
@@ -103,11 +111,20 @@ def plot(report: CampaignReport, out: ScenarioOutput) -> None:
     axes[0].legend(fontsize=7, loc="lower left")
     halves = "; dashed: held-out half" if report.fit_rate_bps is not None else ""
     fig.suptitle(
-        f"Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%{halves})",
+        "Validation campaign: predicted vs measured examples/s (bands: within 5% and 10%"
+        f"{halves}; bars: {NOISE_Z:g} standard errors of the measured mean)",
         fontsize=10,
     )
     fig.tight_layout()
     save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
+
+
+def _noise_bar(p: ValidationPoint) -> float:
+    """Half the error bar of a point's error, in percent: NOISE_Z standard errors of its
+    measured mean (the error (sim - m) / m moves by (1 + error) x the mean's relative change);
+    0 with one run."""
+    se = p.standard_error
+    return 0.0 if math.isnan(se) else 100 * NOISE_Z * se * (1 + p.error(p.simulated))
 
 
 def _rate(rate: float | None) -> str:

@@ -34,6 +34,7 @@ from profilers.distributed.measurements import (
     measurements_to_dict,
     save_measurements,
 )
+from profilers.distributed.noise_floor import noise_floor
 from profilers.distributed.records import RunResult, StepRecord, run_from_dict, run_to_dict
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.distributed.to_trace import pooled_trace, run_to_trace, with_compute_of
@@ -147,6 +148,19 @@ def test_the_summary_is_the_mean_and_max_of_the_points_it_covers(tmp_path: Path)
     row = summary["200 Mbit/s (held out)", "all"]
     assert math.isclose(float(row["mean_abs_error_percent"]), statistics.fmean(held_out))  # type: ignore[arg-type]
     assert ("100 Mbit/s (fit)", "all") in summary
+    # Beside the errors: how many are beyond 2 standard errors of their measured mean, and the
+    # floor the runs' noise sets, over the same points.
+    every = report.points()
+    assert whole["beyond_noise"] == sum(
+        abs(p.error(p.simulated)) > 2 * p.standard_error for p in every
+    )
+    floor = noise_floor([p.standard_error for p in every])
+    assert floor is not None
+    assert math.isclose(float(whole["noise_mean_abs_error_percent"]), 100 * floor.mean_abs_error)  # type: ignore[arg-type]
+    assert math.isclose(float(whole["noise_max_abs_error_percent"]), 100 * floor.max_abs_error)  # type: ignore[arg-type]
+    assert [float(r["standard_error_percent"]) for r in points] == pytest.approx(  # type: ignore[arg-type]
+        [100 * p.standard_error for p in every], nan_ok=True
+    )
 
 
 def test_a_fit_rate_outside_the_campaign_is_an_error(tmp_path: Path) -> None:
@@ -354,6 +368,25 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives(campaign: str, labe
             cells.append(cell if label else f"**{cell}**")
         row = row_start + "".join(f" {cell} |" for cell in cells)
         assert row in readme, f"README row should read:\n{row}"
+    # The held-out half's noise floor, as the paragraph under the table gives it.
+    held_out = report.points(5e8)
+    floor = noise_floor([p.standard_error for p in held_out])
+    assert floor is not None
+    if campaign == "campaign":
+        beyond = sum(p.beyond_noise(p.simulated) for p in held_out)
+        phrases = [
+            f"{100 * floor.mean_abs_error:.1f}% on average and {100 * floor.max_abs_error:.1f}% "
+            f"at most (the median of its largest error, which exceeds "
+            f"{100 * floor.max_abs_error_p90:.1f}% one time in ten) on this held-out half",
+            f"{beyond} of the {len(held_out)} held-out errors are beyond two standard errors",
+        ]
+    else:
+        phrases = [
+            f"{100 * floor.mean_abs_error:.1f}% / {100 * floor.max_abs_error:.1f}% on campaign-2's"
+        ]
+    flowing = " ".join(readme.split())
+    for phrase in phrases:
+        assert phrase in flowing, f"README should say: {phrase}"
 
 
 @pytest.mark.slow

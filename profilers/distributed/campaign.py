@@ -14,6 +14,7 @@ Pure assessment: no real runs, no plotting; files are read by
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -22,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from profilers.distributed.measurements import load_measurements
+from profilers.distributed.noise_floor import NOISE_Z, noise_floor
 from profilers.distributed.validation import (
     RING_CPU_PLACEMENT,
     ValidationPoint,
@@ -127,14 +129,18 @@ class CampaignReport:
             rates.insert(0, self.fit_rate_bps)
         return rates
 
-    def abs_errors(self, rate: float | None = None, label: str | None = None) -> list[float]:
-        """|simulator error| of the points at link rate ``rate`` (None: every rate) and of the
-        architecture ``label`` (None: every architecture)."""
+    def points(self, rate: float | None = None, label: str | None = None) -> list[ValidationPoint]:
+        """The points at link rate ``rate`` (None: every rate) and of the architecture
+        ``label`` (None: every architecture)."""
         return [
-            abs(p.error(p.simulated))
+            p
             for r, p, lab in self.rows()
             if (rate is None or r.link_rate_bps == rate) and (label is None or lab == label)
         ]
+
+    def abs_errors(self, rate: float | None = None, label: str | None = None) -> list[float]:
+        """|simulator error| of :meth:`points` ``(rate, label)``."""
+        return [abs(p.error(p.simulated)) for p in self.points(rate, label)]
 
 
 def assess_campaign(
@@ -196,6 +202,7 @@ POINT_COLUMNS = (
     *KEY_COLUMNS,
     Column("measured", "measured"),
     Column("spread_percent", "spread%", "{:.1f}"),
+    Column("standard_error_percent", "se%", "{:.1f}"),
     Column("simulated", "sim"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
     Column("coarse", "coarse"),
@@ -216,6 +223,7 @@ def campaign_point_table(report: CampaignReport) -> Table:
             **_point_cells(r, p, label),
             measured=p.measured_mean,
             spread_percent=100 * p.spread,
+            standard_error_percent=100 * p.standard_error,
             simulated=p.simulated,
             simulated_error_percent=100 * p.error(p.simulated),
             coarse=p.coarse,
@@ -231,12 +239,17 @@ SUMMARY_COLUMNS = (
     Column("points", "points", "{:d}"),
     Column("mean_abs_error_percent", "mean |err|%", "{:.1f}"),
     Column("max_abs_error_percent", "max |err|%", "{:.1f}"),
+    Column("beyond_noise", f"beyond {NOISE_Z:g} se", "{:d}"),
+    Column("noise_mean_abs_error_percent", "noise mean%", "{:.1f}"),
+    Column("noise_max_abs_error_percent", "noise max%", "{:.1f}"),
 )
 
 
 def campaign_summary_table(report: CampaignReport) -> Table:
     """The simulator's mean and maximum absolute error per half and architecture, each half
-    over all its architectures, and the whole campaign."""
+    over all its architectures, and the whole campaign; beside them how many of those errors
+    are beyond the repetitions' noise and the noise floor (:mod:`noise_floor`: what predicting
+    every point's true mean would score against the measured means)."""
     table = Table("the simulator's error by half and architecture", SUMMARY_COLUMNS)
     labels = sorted({label for _, _, label in report.rows()})
     halves: list[tuple[str, float | None, bool]] = [
@@ -245,15 +258,20 @@ def campaign_summary_table(report: CampaignReport) -> Table:
     halves.append(("all", None, False))
     for name, rate, by_rate in halves:
         for label in [*labels, None]:
-            errors = report.abs_errors(rate if by_rate else None, label)
-            if not errors:
+            points = report.points(rate if by_rate else None, label)
+            if not points:
                 continue
+            errors = [abs(p.error(p.simulated)) for p in points]
+            floor = noise_floor([p.standard_error for p in points])
             table.add(
                 half=name,
                 architecture=label or "all",
                 points=len(errors),
                 mean_abs_error_percent=100 * statistics.fmean(errors),
                 max_abs_error_percent=100 * max(errors),
+                beyond_noise=sum(p.beyond_noise(p.simulated) for p in points),
+                noise_mean_abs_error_percent=100 * floor.mean_abs_error if floor else math.nan,
+                noise_max_abs_error_percent=100 * floor.max_abs_error if floor else math.nan,
             )
     return table
 
@@ -325,7 +343,13 @@ def campaign_text(report: CampaignReport) -> str:
     async_table = campaign_async_table(report)
     if async_table.rows:
         lines += [async_table.text(), ""]
-    lines.append(campaign_summary_table(report).text())
+    lines += [
+        campaign_summary_table(report).text(),
+        f"(se%: the measured mean's standard error over its runs; beyond {NOISE_Z:g} se: the "
+        f"points whose error is more than {NOISE_Z:g} of them; noise mean% / max%: what a "
+        "prediction of every point's true mean would be off by, on average and at most (the "
+        "median), from the runs' own noise)",
+    ]
     return "\n".join(lines)
 
 

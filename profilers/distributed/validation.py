@@ -77,6 +77,13 @@ from profilers.distributed.link_profile import (
     with_transfer_latency,
 )
 from profilers.distributed.measurements import MeasuredPoint, Measurements
+from profilers.distributed.noise_floor import (
+    NOISE_Z,
+    NoiseFloor,
+    beyond_noise,
+    noise_floor,
+    relative_standard_error,
+)
 from profilers.distributed.records import RunResult, SlowdownReport
 from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
 from profilers.distributed.spawn import run_distributed
@@ -114,6 +121,7 @@ __all__ = [
     "colocation_slowdown",
     "effective_bandwidth_bps",
     "measure",
+    "noise_floor_text",
     "report_tables",
     "report_text",
     "simulate_argv",
@@ -186,9 +194,19 @@ class ValidationPoint:
         """(max - min) / mean of the repetitions."""
         return (max(self.measured) - min(self.measured)) / self.measured_mean
 
+    @property
+    def standard_error(self) -> float:
+        """The measured mean's standard error over the mean (NaN with one repetition)."""
+        return relative_standard_error(self.measured)
+
     def error(self, predicted: float) -> float:
         """Relative error of a prediction against the measured mean (0.1 = 10% too high)."""
         return (predicted - self.measured_mean) / self.measured_mean
+
+    def beyond_noise(self, predicted: float) -> bool:
+        """Whether the prediction's error is more than the repetitions' noise explains
+        (:data:`~profilers.distributed.noise_floor.NOISE_Z` standard errors)."""
+        return beyond_noise(self.error(predicted), self.standard_error)
 
 
 @dataclass(frozen=True)
@@ -913,7 +931,8 @@ COLUMNS = (
     Column("measured", "measured"),
     Column("measured_min", "min"),
     Column("measured_max", "max"),
-    Column("spread_percent", "spread%"),
+    Column("spread_percent", "spread%", "{:.1f}"),
+    Column("standard_error_percent", "se%", "{:.1f}"),
     Column("simulated", "sim"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
     Column("simulated_ideal", "ideal"),
@@ -953,6 +972,7 @@ def report_tables(report: ValidationReport) -> list[Table]:
             measured_min=min(p.measured),
             measured_max=max(p.measured),
             spread_percent=100 * p.spread,
+            standard_error_percent=100 * p.standard_error,
             simulated=p.simulated,
             simulated_ideal=p.simulated_ideal,
             coarse=p.coarse,
@@ -1020,4 +1040,21 @@ def report_text(report: ValidationReport) -> str:
     for key, label in PREDICTORS:
         errors = report.abs_errors(key)
         lines.append(f"  {label}: {100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%")
+    floor = noise_floor([p.standard_error for p in report.points])
+    if floor is not None:
+        beyond = sum(p.beyond_noise(p.simulated) for p in report.points)
+        lines += [
+            f"  {noise_floor_text(floor)}",
+            f"  the simulator's error is beyond {NOISE_Z:g} standard errors of the measured mean "
+            f"(se%) at {beyond} of {len(report.points)} points",
+        ]
     return "\n".join(lines)
+
+
+def noise_floor_text(floor: NoiseFloor) -> str:
+    """One clause: what the repetitions' own noise costs a perfect prediction."""
+    return (
+        f"the runs' own noise: a prediction of every point's true mean would be off by "
+        f"{100 * floor.mean_abs_error:.1f}% / {100 * floor.max_abs_error:.1f}% "
+        f"(90%: {100 * floor.max_abs_error_p90:.1f}%) over {floor.points} points"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,7 +242,11 @@ def _run_campaign(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: not with a campaign (--from-runs {given})")
     report = assess_campaign_with(args)
     if args.json:
-        points = [dict(row) for row in campaign_point_table(report).rows]
+        # A point with one run has no standard error: null, as JSON has no NaN.
+        points = [
+            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+            for row in campaign_point_table(report).rows
+        ]
         context = {"sources": list(report.sources), "fit_rate_bps": report.fit_rate_bps}
         print_json(args, "validate", points, context=context)
     else:
@@ -394,6 +399,10 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
                 "architecture": p.architecture,
                 "workers": p.workers,
                 "measured_examples_per_s": list(p.measured),
+                # the measured mean's standard error over the mean; null with one run
+                "measured_relative_standard_error": (
+                    None if math.isnan(p.standard_error) else p.standard_error
+                ),
                 "simulated_examples_per_s": p.simulated,
                 "simulated_ideal_examples_per_s": p.simulated_ideal,
                 "coarse_examples_per_s": p.coarse,
