@@ -106,6 +106,16 @@ class LinkSettings:
             return None
         return ring if self.bandwidth_bps.source == self.profile else None
 
+    def ring_bytes_bandwidth(self, config: SimulationConfig) -> tuple[int, float] | None:
+        """``(W measured, bit/s)``: the rate the profile's ring of ``config.workers`` (else
+        the nearest W measured) moved its bytes at beyond its messages' cost, when the ring
+        terms apply and the profile measured it (no faster than the profile's bandwidth)."""
+        terms = self.ring_terms(config)
+        measured = terms.bandwidth(config.workers) if terms is not None else None
+        if measured is None:
+            return None
+        return measured[0], min(measured[1], self.bandwidth_bps.value)
+
     def duplex_applies(self, config: SimulationConfig) -> bool:
         """Whether a duplex limit applies to ``config``: one parameter server's link."""
         return config.arch == "ps" and config.servers == 1
@@ -196,6 +206,9 @@ class LinkSettings:
         changes: dict[str, Any] = {}
         if not self.latency_s.is_option:
             changes["latency_s"] = terms.message_latency_s
+        measured = self.ring_bytes_bandwidth(config)
+        if measured is not None:
+            changes["bandwidth_bps"] = measured[1]
         own_parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
         # The messages the cost per message was measured over, unless --ring-segment says
         # otherwise.
@@ -258,9 +271,13 @@ class LinkSettings:
                 if segments is None
                 else f"in segments of at most {format_bytes(segments)}"
             )
+            measured = self.ring_bytes_bandwidth(config)
+            rate = format_bandwidth(bandwidth.value)
+            if measured is not None:
+                rate = f"{format_bandwidth(measured[1])} (the bytes of a ring of {measured[0]})"
             return (
-                f"{format_bandwidth(bandwidth.value)} + {format_seconds(config.latency_s)} per "
-                f"ring AllReduce message, {count} ({self.profile})"
+                f"{rate} + {format_seconds(config.latency_s)} per ring AllReduce message, "
+                f"{count} ({self.profile})"
             )
         if ring is not None and terms is None:
             rate = (
@@ -336,6 +353,8 @@ class LinkSettings:
         """The JSON form: every value with its source, what ``config`` used, and the note."""
         ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
         terms = self.ring_terms(config)
+        if terms is not None:
+            ring = self.ring_bytes_bandwidth(config)
         ring_cpu = self._ring_cpu_used(config)
         return {
             "bandwidth_bps": self.bandwidth_bps.to_dict(),
@@ -359,8 +378,9 @@ class LinkSettings:
                 **self.duplex_ratio.to_dict(),
                 "used": config.duplex_bps is not None,
             },
+            # The ring's goodput, or with the ring terms the rate its bytes moved at
             "ring_bandwidth_bps": None
-            if ring is None or terms is not None
+            if ring is None
             else {"value": ring[1], "workers_measured": ring[0], "source": self.profile},
             "ring_message_latency_s": None
             if terms is None or self.latency_s.is_option

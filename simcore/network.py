@@ -13,8 +13,9 @@ Version 2 adds the link's measured effects (:mod:`simcore.network_effects`), eac
 unevenly concurrent flows share the link, the transfers' CPU cost per byte, a ring AllReduce's
 goodput per W, and what a server's link carries both ways at once. Version 3 adds two optional
 terms to the ring effect (:class:`RingGoodput`): a ring's fixed cost per message and its CPU per
-byte, which ``sgdsim validate --save-network`` records. Files of versions 1 and 2 still load;
-:func:`profile_note` says what they lack.
+byte, which ``sgdsim validate --save-network`` records. Version 4 adds, with them, the
+bandwidth a ring of each W measured moved its bytes at (a ring point's ``bandwidth_bps``). Files
+of versions 1 to 3 still load; :func:`profile_note` says what they lack.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ __all__ = [
 ]
 
 SCHEMA_NAME = "sgdsim.network"
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 
 _REGENERATE_HINT = "re-measure it with `sgdsim network measure` (see simcore/data/network)"
 
@@ -298,6 +299,10 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
             terms += f"; {format_seconds(ring.message_latency_s)} per message"
         if ring.segment_bytes is not None:
             terms += f" (segments of at most {format_bytes(ring.segment_bytes)})"
+        if ring.bandwidths:
+            terms += "; bytes at " + ", ".join(
+                f"W={w} {format_bandwidth(bps)}" for w, bps in ring.bandwidths
+            )
         if ring.cpu_s_per_byte is not None:
             terms += f", CPU {ring.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received"
         lines.append(
@@ -392,6 +397,9 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
     assert transfer_cpu is None or isinstance(transfer_cpu, TransferCpu)
     assert ring is None or isinstance(ring, RingGoodput)
     assert duplex is None or isinstance(duplex, Duplex)
+    if ring is not None and ring.bandwidths and version < 4:
+        # A reader of version 3 would drop them without a word and predict otherwise.
+        check.fail("field 'ring_goodput'", "a point's 'bandwidth_bps' needs schema_version 4")
     r_squared = None
     if data.get("r_squared") is not None:
         r_squared = check.number(data, "r_squared", "top level", "<= 1", lambda v: v <= 1)

@@ -138,11 +138,27 @@ class RingGoodput:
     message_latency_s: float | None = None
     cpu_s_per_byte: float | None = None
     segment_bytes: float | None = None
+    # Optional, with message_latency_s, per W measured (a point's "bandwidth_bps"): the rate a
+    # ring of W moved its bytes at once each message's fixed cost is taken out of its time. On
+    # the testbed it falls with W at the faster links (a ring of four at 500 Mbit/s moved its
+    # bytes at ~310 Mbit/s per link, a ring of two at ~450), which the cost per message of a
+    # ring of two cannot carry to four. Empty: the profile's bandwidth for every W.
+    bandwidths: tuple[tuple[int, float], ...] = ()
 
     def nearest(self, workers: int) -> tuple[int, float]:
         """The measured ``(W, bit/s)`` for ``workers``, else the nearest W measured (ties: the
         larger W, whose ring has at least as many hops)."""
-        return min(self.points, key=lambda p: (abs(p[0] - workers), -p[0]))
+        return _nearest(self.points, workers)
+
+    def bandwidth(self, workers: int) -> tuple[int, float] | None:
+        """The measured ``(W, bit/s)`` the bytes of a ring of ``workers`` move at (the W
+        measured, else the nearest: beyond the largest W measured, the largest's); None when
+        the profile carries none."""
+        return _nearest(self.bandwidths, workers) if self.bandwidths else None
+
+
+def _nearest(points: tuple[tuple[int, float], ...], workers: int) -> tuple[int, float]:
+    return min(points, key=lambda p: (abs(p[0] - workers), -p[0]))
 
 
 @dataclass(frozen=True)
@@ -179,7 +195,14 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
     elif isinstance(effect, Duplex):
         data = {"ratio": effect.ratio}
     else:
-        data = {"points": [{"workers": w, "goodput_bps": bps} for w, bps in effect.points]}
+        bandwidths = dict(effect.bandwidths)
+        data = {
+            "points": [
+                {"workers": w, "goodput_bps": bps}
+                | ({"bandwidth_bps": bandwidths[w]} if w in bandwidths else {})
+                for w, bps in effect.points
+            ]
+        }
         for key in ("message_latency_s", "cpu_s_per_byte", "segment_bytes"):
             if getattr(effect, key) is not None:
                 data[key] = getattr(effect, key)
@@ -219,8 +242,9 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
             positive,
         )
         return Duplex(ratio, method, created)
+    points, bandwidths = _ring_points(check, data, where)
     return RingGoodput(
-        _ring_points(check, data, where),
+        points,
         method,
         created,
         check.optional_number(
@@ -232,16 +256,19 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
         check.optional_number(
             data, "segment_bytes", where, ">= 4 (bytes per message)", lambda v: v >= 4
         ),
+        bandwidths,
     )
 
 
 def _ring_points(
     check: FieldChecker, data: Mapping[str, Any], where: str
-) -> tuple[tuple[int, float], ...]:
+) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]:
+    """The ``(W, goodput)`` points and the ``(W, bandwidth)`` of those that carry one."""
     raw = data.get("points")
     if not isinstance(raw, list) or not raw:
         check.fail(where, f"field 'points' must be a non-empty list, got {raw!r}")
     points: dict[int, float] = {}
+    bandwidths: dict[int, float] = {}
     for i, item in enumerate(raw):
         at = f"{where}: points[{i}]"
         point = check.mapping(item, at)
@@ -251,4 +278,15 @@ def _ring_points(
         if workers in points:
             check.fail(at, f"workers {workers} appears twice")
         points[workers] = check.number(point, "goodput_bps", at, "> 0 (bits per second)", positive)
-    return tuple(sorted(points.items()))
+        bandwidth = check.optional_number(
+            point, "bandwidth_bps", at, "> 0 (bits per second)", positive
+        )
+        if bandwidth is not None:
+            bandwidths[workers] = bandwidth
+    if bandwidths and data.get("message_latency_s") is None:
+        check.fail(
+            where,
+            "a point's 'bandwidth_bps' needs the ring's 'message_latency_s' (the bandwidth is "
+            "what the ring's time holds beyond its messages' cost)",
+        )
+    return tuple(sorted(points.items())), tuple(sorted(bandwidths.items()))

@@ -403,6 +403,55 @@ def test_a_ring_uses_the_profiles_cost_per_message_and_cpu_per_byte(
     assert link["ring_bandwidth_bps"] is None
 
 
+def test_a_ring_of_each_w_moves_its_bytes_at_the_rate_measured_for_it(
+    capsys: pytest.CaptureFixture[str], ring_terms_path: Path, tmp_path: Path
+) -> None:
+    # version 4: the bytes' rate of rings of 2 and 4 measured; profile bandwidth 920 Mbit/s
+    profile = load_network_profile(ring_terms_path)
+    assert profile.ring_goodput is not None
+    ring = dataclasses.replace(profile.ring_goodput, bandwidths=((2, 9.9e8), (4, 6e8)))
+    path = save_network_profile(
+        dataclasses.replace(profile, ring_goodput=ring), tmp_path / "4.json"
+    )
+    name = str(path)
+    for workers, measured_at, rate in ((2, 2, profile.bandwidth_bps), (3, 4, 6e8), (8, 4, 6e8)):
+        doc = simulate_json(
+            capsys, "--arch", "allreduce", "--network", name, "--workers", str(workers)
+        )
+        # at most the profile's one-flow bandwidth; a tie (W = 3) and beyond (W = 8): the
+        # larger W measured, not extrapolated
+        assert doc["config"]["bandwidth_bps"] == rate
+        assert doc["config"]["latency_s"] == MESSAGE_S
+        assert doc["link"]["ring_bandwidth_bps"] == {
+            "value": rate,
+            "workers_measured": measured_at,
+            "source": name,
+        }
+    assert (
+        main(
+            [
+                "simulate",
+                "cnn-b32",
+                "--workers",
+                "4",
+                "--arch",
+                "allreduce",
+                *RUN,
+                "--network",
+                name,
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "600 Mbit/s (the bytes of a ring of 4) + 400 us per ring AllReduce message" in out
+    # a bandwidth given as an option leaves the profile's ring out altogether
+    doc = simulate_json(
+        capsys, "--arch", "allreduce", "--network", name, "--workers", "4", "--bandwidth", "1Gbps"
+    )
+    assert doc["config"]["bandwidth_bps"] == 1e9 and doc["link"]["ring_bandwidth_bps"] is None
+
+
 def test_the_ring_terms_say_where_they_came_from(
     capsys: pytest.CaptureFixture[str], ring_terms_path: Path
 ) -> None:

@@ -190,8 +190,8 @@ def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
         (
             "schema_version",
-            4,
-            r"version 4 is not supported; this sgdsim reads version\(s\) 1, 2, 3",
+            5,
+            r"version 5 is not supported; this sgdsim reads version\(s\) 1, 2, 3, 4",
         ),
         ("schema_version", DELETE, "missing required field 'schema_version'"),
         ("schema", "sgdsim.trace", "field 'schema': expected 'sgdsim.network'"),
@@ -219,6 +219,7 @@ EFFECTS = {
         message_latency_s=4e-4,
         cpu_s_per_byte=3e-9,
         segment_bytes=65536.0,
+        bandwidths=((4, 7.5e8),),
     ),
     "duplex": Duplex(1.6, method="m4"),
 }
@@ -228,9 +229,13 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     full = dataclasses.replace(profile, **EFFECTS)  # type: ignore[arg-type]
     assert full.lacks == ()
     assert profile_note(full) == ""
-    path = save_network_profile(full, tmp_path / "v3.json")
+    path = save_network_profile(full, tmp_path / "v4.json")
     doc = json.loads(path.read_text())
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
+    assert doc["ring_goodput"]["points"] == [
+        {"workers": 2, "goodput_bps": 9e8},
+        {"workers": 4, "goodput_bps": 8e8, "bandwidth_bps": 7.5e8},
+    ]
     assert doc["ring_goodput"]["message_latency_s"] == 4e-4
     assert doc["ring_goodput"]["cpu_s_per_byte"] == 3e-9
     assert doc["ring_goodput"]["segment_bytes"] == 65536
@@ -246,8 +251,37 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
     assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
-    ring = "W=4 800 Mbit/s; 400 us per message (segments of at most 64.0 KiB), CPU 3 ns per byte"
-    assert f"{ring} sent or received; m3" in table
+    ring = "W=4 800 Mbit/s; 400 us per message (segments of at most 64.0 KiB); bytes at W=4 "
+    assert f"{ring}750 Mbit/s, CPU 3 ns per byte sent or received; m3" in table
+
+
+def test_a_rings_bandwidth_per_w_is_the_nearest_measured() -> None:
+    ring = RingGoodput(
+        ((2, 9e8), (3, 8.5e8), (4, 8e8)), message_latency_s=4e-4, bandwidths=((2, 9.4e8), (4, 7e8))
+    )
+    assert ring.bandwidth(2) == (2, 9.4e8)
+    assert ring.bandwidth(4) == (4, 7e8)
+    assert ring.bandwidth(3) == (4, 7e8)  # a tie: the larger W, at least as many hops
+    assert ring.bandwidth(8) == (4, 7e8)  # beyond the largest W measured: not extrapolated
+    assert RingGoodput(((2, 9e8),)).bandwidth(2) is None
+
+
+def test_a_rings_bandwidth_needs_version_4_and_its_cost_per_message(doc: dict[str, Any]) -> None:
+    point = {"workers": 2, "goodput_bps": 9e8, "bandwidth_bps": 9.4e8}
+    v3 = {
+        **doc,
+        "schema_version": 3,
+        "ring_goodput": {"points": [point], "message_latency_s": 1e-4},
+    }
+    with pytest.raises(TraceError, match="'bandwidth_bps' needs schema_version 4"):
+        network_profile_from_dict(v3, "v3.json")
+    v4 = {**doc, "schema_version": 4, "ring_goodput": {"points": [point]}}
+    with pytest.raises(TraceError, match="needs the ring's 'message_latency_s'"):
+        network_profile_from_dict(v4, "v4.json")
+    bad = {**point, "bandwidth_bps": -1}
+    v4 = {**doc, "schema_version": 4, "ring_goodput": {"points": [bad], "message_latency_s": 0}}
+    with pytest.raises(TraceError, match=r"points\[0\]: field 'bandwidth_bps' must be a finite"):
+        network_profile_from_dict(v4, "v4.json")
 
 
 def test_v2_ring_goodput_loads_without_the_ring_terms(doc: dict[str, Any]) -> None:

@@ -60,6 +60,24 @@ def test_message_latency_is_the_time_beyond_the_bytes_over_gloos_messages() -> N
     assert RingGoodput(2, layers, (bits / 8e6 / 2,)).message_latency_s(8e6) == 0.0
 
 
+def test_a_rings_bytes_rate_is_its_time_beyond_the_messages_cost() -> None:
+    # W = 4, one 4 MiB layer: gloo's segments of 1 MiB, at least 2W = 8 of them, each sent
+    # 2(W-1)/W of the way: 12 messages; 2 * 3/4 * 4 MiB = 6 MiB cross each link (50.33 Mbit).
+    # 0.5 ms a message is 6 ms of the 106 ms median: the bytes took 100 ms, 503 Mbit/s.
+    layer = 4 << 20
+    ring = RingGoodput(4, (layer,), (0.106, 0.2, 0.1))
+    assert ring.messages == 12
+    bits = 2 * 3 / 4 * 8 * layer
+    assert ring.bytes_bandwidth_bps(1e9, 0.5e-3) == pytest.approx(bits / 0.100)
+    # never above one flow's goodput, and the link's rate when the messages are all the time
+    assert ring.bytes_bandwidth_bps(4e8, 0.5e-3) == 4e8
+    assert ring.bytes_bandwidth_bps(1e9, 0.106 / 12) == 1e9
+    # a ring of two whose cost per message came from its own time runs at the link's rate
+    two = RingGoodput(2, (layer,), (0.09, 0.1, 0.11))
+    alpha = two.message_latency_s(5e8)
+    assert two.bytes_bandwidth_bps(5e8, alpha) == pytest.approx(5e8)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [{"workers": 1}, {"repeats": 0}, {"warmup": -1}],

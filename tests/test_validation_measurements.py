@@ -16,6 +16,7 @@ import pytest
 
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.link_duplex import DuplexReport
+from profilers.distributed.link_profile import measured_network_profile
 from profilers.distributed.measurements import (
     MeasuredPoint,
     Measurements,
@@ -26,6 +27,7 @@ from profilers.distributed.measurements import (
 )
 from profilers.distributed.records import RunResult, Span, StepRecord, run_from_dict, run_to_dict
 from profilers.distributed.ring_goodput import RingGoodput
+from profilers.distributed.to_trace import run_to_trace
 from profilers.link_sharing import (
     LinkSharingReport,
     SharingTrial,
@@ -246,6 +248,57 @@ def test_runs_that_do_not_belong_to_their_point_or_profile_are_refused() -> None
     del missing["alone"]
     with pytest.raises(ConfigError, match=r"m\.json: missing field 'alone'"):
         measurements_from_dict(missing, "m.json")
+
+
+def test_rings_of_several_w_round_trip_and_make_the_profiles_rate_per_w() -> None:
+    # Rings of 2 and 4 over a 100 Mbit/s link, layers of 4000 and 400 B (below gloo's
+    # segment: 4(W-1) messages each): the ring of two's time beyond its bytes is the cost per
+    # message; the ring of four's time beyond its 24 messages' cost is its bytes' time.
+    base = measurements()
+    assert base.ring is not None and base.sharing is not None
+    layers, rate = base.ring.layer_nbytes, 1e8
+    four = RingGoodput(4, layers, (0.05, 0.06, 0.07), rate)
+    with_rings = dataclasses.replace(base, rings=(base.ring, four))
+    data = json.loads(json.dumps(measurements_to_dict(with_rings)))
+    back = measurements_from_dict(data, "m.json")
+    assert back.rings == (base.ring, four) and back.ring_set == back.rings
+    assert base.ring_set == (base.ring,)  # a file before the rings: the ring of two alone
+    profile = measured_network_profile(back, run_to_trace(back.solo))
+    ring = profile.ring_goodput
+    assert ring is not None and ring.points == (
+        (2, base.ring.goodput_bps()),
+        (4, four.goodput_bps()),
+    )
+    link = base.sharing.goodput_bps()
+    alpha = base.ring.message_latency_s(link)
+    assert ring.message_latency_s == alpha
+    assert four.messages == 24
+    bits = 2 * 3 / 4 * 8 * sum(layers)
+    expected = min(link, bits / (0.06 - 24 * alpha))
+    assert dict(ring.bandwidths)[4] == pytest.approx(expected)
+    assert dict(ring.bandwidths)[2] == pytest.approx(
+        min(link, base.ring.bytes_bandwidth_bps(link, alpha))
+    )
+
+
+def test_a_ring_set_must_be_one_measurement() -> None:
+    base = measurements()
+    assert base.ring is not None
+    four = RingGoodput(4, base.ring.layer_nbytes, (0.05,), base.ring.link_rate_bps)
+    data = measurements_to_dict(dataclasses.replace(base, rings=(four, base.ring)))
+    with pytest.raises(ConfigError, match=r"m\.json: ring_goodputs: the rings' workers must "):
+        measurements_from_dict(json.loads(json.dumps(data)), "m.json")
+    other = RingGoodput(4, (8,), (0.05,), base.ring.link_rate_bps)
+    data = measurements_to_dict(dataclasses.replace(base, rings=(base.ring, other)))
+    with pytest.raises(ConfigError, match=r"ring_goodputs\[1\]: its layers or link rate differ"):
+        measurements_from_dict(json.loads(json.dumps(data)), "m.json")
+    data = json.loads(json.dumps(measurements_to_dict(base)))
+    data["ring_goodputs"] = [{"workers": 3}]
+    with pytest.raises(ConfigError, match=r"m\.json: ring_goodputs\[0\]: missing field"):
+        measurements_from_dict(data, "m.json")
+    data["ring_goodputs"] = {"workers": 3}
+    with pytest.raises(ConfigError, match=r"ring_goodputs: expected a list of rings, got dict"):
+        measurements_from_dict(data, "m.json")
 
 
 def test_unreadable_files_are_named(tmp_path: Path) -> None:

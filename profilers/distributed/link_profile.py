@@ -78,16 +78,28 @@ def measured_network_profile(
             created_utc=now,
         )
     ring = None
-    if measured.ring is not None:
+    rings = measured.ring_set
+    if rings:
+        fewest = rings[0]
         method = f"profilers.distributed.ring_goodput of the model's layers ({where})"
         latency = cpu = segments = None
+        bandwidths: tuple[tuple[int, float], ...] = ()
         if sharing is not None:
             segments = GLOO_SEGMENT_BYTES  # what the ring's runs and the simulator send
-            latency = measured.ring.message_latency_s(sharing.goodput_bps(), segments)
+            latency = fewest.message_latency_s(sharing.goodput_bps(), segments)
             method += (
-                "; cost per message: its time beyond the bytes at one flow's goodput, over "
-                "gloo's segments of at most 1 MiB"
+                f"; cost per message: the ring of {fewest.workers}'s time beyond the bytes at "
+                "one flow's goodput, over gloo's segments of at most 1 MiB"
             )
+            if len(rings) > 1:
+                bandwidths = tuple(
+                    (r.workers, r.bytes_bandwidth_bps(sharing.goodput_bps(), latency, segments))
+                    for r in rings
+                )
+                method += (
+                    "; the bytes' rate per W: each ring's time beyond that cost per message "
+                    "(at most one flow's goodput)"
+                )
         if sharing is not None and alone is not None:
             cpu = ring_cpu_work_s_per_byte(trace, alone)
             method += (
@@ -95,12 +107,13 @@ def measured_network_profile(
                 "alone, per byte moved (profilers.distributed.comm_cpu)"
             )
         ring = RingGoodput(
-            ((measured.ring.workers, measured.ring.goodput_bps()),),
+            tuple((r.workers, r.goodput_bps()) for r in rings),
             method=method,
             created_utc=now,
             message_latency_s=latency,
             cpu_s_per_byte=cpu,
             segment_bytes=segments,
+            bandwidths=bandwidths,
         )
     duplex = None
     if measured.duplex is not None:

@@ -14,6 +14,9 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
                       "link_rate_bps": 1e8,
                       "cpu_s": [...], "flat_cpu_s": [...]} | null,  # optional: a ring alone
                       # (cpu_s, flat_cpu_s: its CPU time, optional; since 2026-11-27)
+     "ring_goodputs": [{like ring_goodput}, ...],  # optional: rings of 2, 3, ... ranks measured
+                      # one after another (since 2026-11-27; with it the ring predictions use
+                      # these rather than ring_goodput)
      "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
@@ -84,7 +87,10 @@ class Measurements:
     the server's link carries with pulls and pushes at once (None: not measured).
     ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
     profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
-    of one configuration differed by up to 20%).
+    of one configuration differed by up to 20%). ``rings``: rings of 2, 3, ... ranks measured
+    one after another, W ascending (empty: ``ring`` alone, as files before 2026-11-27 have it);
+    a ring's cost per message comes from the fewest ranks, the rate its bytes move at from
+    each W (:meth:`ring_set`).
     """
 
     base: RunConfig
@@ -98,6 +104,15 @@ class Measurements:
     duplex: DuplexReport | None = None
     solo_more: tuple[RunResult, ...] = ()
     alone_more: tuple[RunResult, ...] = ()
+    rings: tuple[RingGoodput, ...] = ()
+
+    @property
+    def ring_set(self) -> tuple[RingGoodput, ...]:
+        """The rings the predictions use, fewest ranks first: ``rings``, else ``ring`` alone
+        (else none)."""
+        if self.rings:
+            return self.rings
+        return () if self.ring is None else (self.ring,)
 
     @property
     def solo_runs(self) -> tuple[RunResult, ...]:
@@ -180,6 +195,7 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         "link_sharing": None if m.sharing is None else sharing_to_dict(m.sharing),
         "ring_goodput": None if m.ring is None else _ring_to_dict(m.ring),
         "duplex": None if m.duplex is None else duplex_to_dict(m.duplex),
+        **({"ring_goodputs": [_ring_to_dict(r) for r in m.rings]} if m.rings else {}),
         "solo": run_to_dict(m.solo),
         "alone": run_to_dict(m.alone),
         "solo_more": [run_to_dict(r) for r in m.solo_more],
@@ -272,6 +288,15 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         raise ConfigError(f"{source}: cores: empty")
     ring = data.get("ring_goodput")
     duplex = data.get("duplex")
+    raw_rings = data.get("ring_goodputs", [])
+    if not isinstance(raw_rings, list):
+        raise ConfigError(
+            f"{source}: ring_goodputs: expected a list of rings, got {type(raw_rings).__name__}"
+        )
+    rings = tuple(
+        _ring_from_dict(r, source, f"ring_goodputs[{k}]") for k, r in enumerate(raw_rings)
+    )
+    _check_rings(rings, source)
     return Measurements(
         base=base,
         link_rate_bps=link_rate,
@@ -284,7 +309,25 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         duplex=None if duplex is None else duplex_from_dict(duplex, source),
         solo_more=solo_more,
         alone_more=alone_more,
+        rings=rings,
     )
+
+
+def _check_rings(rings: tuple[RingGoodput, ...], source: str) -> None:
+    """Rings measured as one set: W ascending and distinct, the same layers and link."""
+    workers = [r.workers for r in rings]
+    if workers != sorted(set(workers)):
+        raise ConfigError(
+            f"{source}: ring_goodputs: the rings' workers must ascend without repeats, got "
+            f"{workers}"
+        )
+    for k, ring in enumerate(rings[1:], start=1):
+        first = rings[0]
+        if (ring.layer_nbytes, ring.link_rate_bps) != (first.layer_nbytes, first.link_rate_bps):
+            raise ConfigError(
+                f"{source}: ring_goodputs[{k}]: its layers or link rate differ from "
+                "ring_goodputs[0]'s (one set measures one model on one link)"
+            )
 
 
 def _list(value: Any, source: str, key: str) -> list[Any]:
@@ -302,7 +345,7 @@ def _ring_to_dict(ring: RingGoodput) -> dict[str, Any]:
     } | ({"cpu_s": list(ring.cpu_s), "flat_cpu_s": list(ring.flat_cpu_s)} if ring.cpu_s else {})
 
 
-def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
+def _ring_from_dict(raw: Any, source: str, key: str = "ring_goodput") -> RingGoodput:
     try:
         rate = raw["link_rate_bps"]
         ring = RingGoodput(
@@ -314,12 +357,12 @@ def _ring_from_dict(raw: Any, source: str) -> RingGoodput:
             tuple(seconds_from_json(t) for t in raw.get("flat_cpu_s", ())),
         )
     except KeyError as err:
-        raise ConfigError(f"{source}: ring_goodput: missing field {err}") from None
+        raise ConfigError(f"{source}: {key}: missing field {err}") from None
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"{source}: ring_goodput: {err}") from None
+        raise ConfigError(f"{source}: {key}: {err}") from None
     if ring.workers < 2 or not ring.times_s or min(ring.times_s) <= 0 or not ring.layer_nbytes:
         raise ConfigError(
-            f"{source}: ring_goodput: needs workers >= 2, positive times and layers; got "
+            f"{source}: {key}: needs workers >= 2, positive times and layers; got "
             f"{ring.workers}, {list(ring.times_s)}, {list(ring.layer_nbytes)}"
         )
     return ring

@@ -11,7 +11,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    ``flow_weight_cv``. For ring AllReduce also a ring of two nodes all-reducing the model's
    layers with nothing else running (:mod:`profilers.distributed.ring_goodput`): what it took
    beyond its bytes at one flow's goodput, per message, is the ring predictions' fixed cost of
-   each of its messages (gloo's segments of at most 1 MiB, at least two per rank). For a
+   each of its messages (gloo's segments of at most 1 MiB, at least two per rank); and rings
+   of 3..W nodes, whose time beyond that cost gives the rate a ring of each W moves its bytes
+   at (``Measurements.rings``, ``RingGoodput.bytes_bandwidth_bps``). For a
    parameter server also what its link carries with pulls and pushes in flight at once
    (:mod:`profilers.distributed.link_duplex`), the simulator's ``duplex_bps``. Without the
    testbed every rank talks over loopback.
@@ -85,6 +87,7 @@ from profilers.distributed.noise_floor import (
     relative_standard_error,
 )
 from profilers.distributed.records import RunResult, SlowdownReport
+from profilers.distributed.ring_goodput import RingGoodput as MeasuredRing
 from profilers.distributed.ring_goodput import measure_ring_goodput, ring_goodput_text
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed, available_cores
@@ -359,13 +362,20 @@ def measure(
         + ", ".join(f"{r.examples_per_s:.1f}" for r in solos)
         + f" examples/s ({len(solos)} run(s), pooled)"
     )
-    ring = None
+    rings: list[MeasuredRing] = []
     if link_rate_bps is not None and Architecture.ALLREDUCE in archs and workers_max >= 2:
-        # The ring's own goodput over two nodes: as few machines as measuring the link takes.
-        ring = measure_ring_goodput(
-            tuple(solo.layer_nbytes.values()), workers=2, link_rate_bps=link_rate_bps
-        )
-        say(ring_goodput_text(ring, sharing.goodput_bps() if sharing else None))
+        # The ring alone for every W the points run: the ring of two gives the cost per
+        # message, each W the rate its bytes move at (a ring of four at 500 Mbit/s moved them
+        # at two thirds of a ring of two's; Measurements.rings).
+        for ring_workers in range(2, workers_max + 1):
+            rings.append(
+                measure_ring_goodput(
+                    tuple(solo.layer_nbytes.values()),
+                    workers=ring_workers,
+                    link_rate_bps=link_rate_bps,
+                )
+            )
+            say(ring_goodput_text(rings[-1], sharing.goodput_bps() if sharing else None))
     duplex = None
     if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
         duplex = measure_duplex(link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS)
@@ -378,10 +388,11 @@ def measure(
         solo,
         alone,
         (),
-        ring,
+        rings[0] if rings else None,  # the ring of two, as readers before `rings` know it
         duplex,
         solo_more=tuple(solos[1:]),
         alone_more=tuple(alones[1:]),
+        rings=tuple(rings),
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
@@ -434,6 +445,7 @@ def assess(
     own = measured_network_profile(measured, trace, alone)  # what this validation measured
     ring_bandwidth_bps = None
     ring_message_latency_s = ring_segment_bytes = None
+    ring_bandwidths: tuple[tuple[int, float], ...] = ()
     if given.bandwidth_bps.source != DEFAULT_SOURCE:
         bandwidth = given.bandwidth_bps
     elif bandwidth_bps is not None:
@@ -445,6 +457,7 @@ def assess(
             ring_bandwidth_bps = own.ring_goodput.points[0][1]
             ring_message_latency_s = own.ring_goodput.message_latency_s
             ring_segment_bytes = own.ring_goodput.segment_bytes
+            ring_bandwidths = own.ring_goodput.bandwidths
     bandwidth_bps = bandwidth.value
     ring = given.ring if bandwidth.source == given.profile else None
     if given.latency_s.is_option:
@@ -453,6 +466,7 @@ def assess(
     if ring is not None and ring.message_latency_s is not None:
         # A profile's ring terms (version 3), as `sgdsim simulate --network` applies them.
         given_ring_cpu, ring_segment_bytes = ring.cpu_s_per_byte, ring.segment_bytes
+        ring_bandwidths = ring.bandwidths
         if not given.latency_s.is_option:
             ring_message_latency_s = ring.message_latency_s
         ring = None
@@ -485,6 +499,7 @@ def assess(
         latency_s=latency.value,
         ring_message_latency_s=ring_message_latency_s,
         ring_segment_bytes=ring_segment_bytes,
+        ring_bandwidths=ring_bandwidths,
         flow_weight_cv_push=push_cv,
         duplex_bps=duplex_bps,
         comm_thread_s_per_step=comm_thread.beyond_s if comm_thread is not None else 0.0,
@@ -559,9 +574,14 @@ def assess(
             if ring_segment_bytes is None
             else f"gloo's segments of at most {format_bytes(ring_segment_bytes)}"
         )
+        rates = "".join(
+            f", W={w} {format_bandwidth(min(bps, bandwidth_bps))}" for w, bps in ring_bandwidths
+        )
+        if rates:
+            rates = f"; its bytes at{rates[1:]} (rings of each W measured alone)"
         ring_text = (
             f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, "
-            f"{count}, from a ring of two nodes measured alone)"
+            f"{count}, from the ring of fewest nodes measured alone{rates})"
         )
     elif ring_bandwidth_bps is not None:
         ring_text = f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
@@ -687,6 +707,10 @@ class Predictor:
     # The largest message of the ring's implementation (gloo's segments), which the message
     # count behind ring_message_latency_s assumed (SimulationConfig.ring_segment_bytes).
     ring_segment_bytes: float | None = None
+    # With ring_message_latency_s, the rate the bytes of a ring of each W measured moved at
+    # (network_effects.RingGoodput.bandwidths): a ring of W runs at the nearest W's, at most
+    # bandwidth_bps. Empty: bandwidth_bps for every W.
+    ring_bandwidths: tuple[tuple[int, float], ...] = ()
     # The uplink's (pushes') own flow weight cv; None: flow_weight_cv for both directions.
     flow_weight_cv_push: float | None = None
     # What the server's link carries with pulls and pushes at once (link_duplex); None: full
@@ -729,7 +753,10 @@ class Predictor:
         elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
             latency = self.ring_message_latency_s  # holds the network's latency too
             config = dataclasses.replace(
-                config, latency_s=latency, ring_segment_bytes=self.ring_segment_bytes
+                config,
+                latency_s=latency,
+                ring_segment_bytes=self.ring_segment_bytes,
+                bandwidth_bps=self.ring_bytes_bandwidth_bps(workers),
             )
         elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
@@ -751,6 +778,14 @@ class Predictor:
             duplex_bps=self.duplex_bps if sim_arch == "ps" else None,
             comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self._rate_coupled_cpu(arch) else 0.0,
         )
+
+    def ring_bytes_bandwidth_bps(self, workers: int) -> float:
+        """The rate a ring of ``workers`` moves its bytes at: the nearest W measured in
+        ``ring_bandwidths`` (ties: the larger), at most the link's bandwidth."""
+        if not self.ring_bandwidths:
+            return self.bandwidth_bps
+        nearest = min(self.ring_bandwidths, key=lambda p: (abs(p[0] - workers), -p[0]))
+        return min(nearest[1], self.bandwidth_bps)
 
     def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
         return self.simulation(arch, workers, ideal=ideal).examples_per_s.value
@@ -1008,15 +1043,25 @@ def report_text(report: ValidationReport) -> str:
         lines.append(report.link_text)
     if report.link_sharing is not None:
         lines += [link_sharing_text(report.link_sharing), ""]
-    ring = report.measurements.ring if report.measurements is not None else None
-    if ring is not None:
+    rings = report.measurements.ring_set if report.measurements is not None else ()
+    if rings:
         one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None
         predictor = report.predictor
         alpha = predictor.ring_message_latency_s if predictor is not None else None
         if alpha is not None:
+            bandwidth = "the link's bandwidth"
+            if predictor is not None and predictor.ring_bandwidths:
+                bandwidth = (
+                    "its bytes' rate per W measured ("
+                    + ", ".join(
+                        f"W={w} {format_bandwidth(predictor.ring_bytes_bandwidth_bps(w))}"
+                        for w, _ in predictor.ring_bandwidths
+                    )
+                    + "; RingGoodput.bytes_bandwidth_bps)"
+                )
             used = (
-                f"for the ring's predictions: the link's bandwidth plus {format_seconds(alpha)} "
-                "per message"
+                f"for the ring's predictions: {bandwidth} plus {format_seconds(alpha)} per "
+                "message"
                 + (" (gloo's segments)" if predictor and predictor.ring_segment_bytes else "")
                 + " (RingGoodput.message_latency_s)"
             )
@@ -1024,7 +1069,8 @@ def report_text(report: ValidationReport) -> str:
             used = "used for the ring's predictions"
         else:
             used = "not used (--bandwidth given)"
-        lines.append(f"{ring_goodput_text(ring, one_flow)}; {used}")
+        lines += [ring_goodput_text(ring, one_flow) for ring in rings[:-1]]
+        lines.append(f"{ring_goodput_text(rings[-1], one_flow)}; {used}")
     if report.comm_cpu is not None:
         lines.append(comm_cpu_text(report.comm_cpu))
     solo_error = (report.solo_simulated - report.solo_examples_per_s) / report.solo_examples_per_s
