@@ -95,7 +95,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--testbed",
         metavar="RATE",
         help="run every rank in a network namespace of its own with the server's link (ring: "
-        "every worker's) shaped to RATE, e.g. 100Mbit/s; needs root (default: loopback)",
+        "every worker's) shaped to RATE, e.g. 100Mbit/s, after measuring that link (flow "
+        "shares, duplex, and a ring alone for every W); needs root (default: loopback)",
     )
     p.add_argument(
         "--threads",
@@ -185,7 +186,8 @@ def register(subparsers: Any) -> None:
         "--save-network",
         metavar="FILE",
         help="also write the link as this validation measured it (bandwidth, flow weight cv, "
-        "ring goodput, fitted transfer CPU cost) as a network profile, for --network",
+        "ring goodput, cost per message and bytes' rate per W, fitted transfer CPU cost) as a "
+        "network profile, for --network",
     )
     p.add_argument(
         "--force", action="store_true", help="overwrite existing --out/--save-runs/--save-network"
