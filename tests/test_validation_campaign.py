@@ -414,6 +414,26 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
 
 
 @pytest.mark.slow
+def test_the_readme_ring_check_is_what_its_runs_give() -> None:
+    """check-rings: the README's row, and mlp with four ranks with and without the rings of
+    each W that were timed beside its runs."""
+    report = assess_campaign(["check-rings"])
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    cells = []
+    for rate in (4.5e8, 5e8, None):
+        errors = report.abs_errors(rate)
+        cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+        cells.append(cell if rate else f"**{cell}**")
+    row = "| check-rings, ring AllReduce |" + "".join(f" {cell} |" for cell in cells)
+    assert row in readme, f"README row should read:\n{row}"
+    mlp = shipped_runs("check-rings", "mlp-b32-500-layerwise.json.gz")
+    assert [r.workers for r in mlp.rings] == [2, 3, 4]
+    for measured, text in ((mlp, "+4%"), (dataclasses.replace(mlp, rings=()), "+47%")):
+        four = next(p for p in assess(measured, ideal=False).points if p.workers == 4)
+        assert f"{100 * four.error(four.simulated):+.0f}%" == text
+
+
+@pytest.mark.slow
 def test_a_campaign_assessed_on_two_processes_is_the_one_assessed_on_one() -> None:
     with jobs(1):
         one = campaign_text(assess_campaign(["check-400"]))
