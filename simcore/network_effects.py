@@ -36,6 +36,7 @@ __all__ = [
     "TransferCpu",
     "effect_from_dict",
     "effect_to_dict",
+    "nearest_measured",
 ]
 
 
@@ -148,16 +149,18 @@ class RingGoodput:
     def nearest(self, workers: int) -> tuple[int, float]:
         """The measured ``(W, bit/s)`` for ``workers``, else the nearest W measured (ties: the
         larger W, whose ring has at least as many hops)."""
-        return _nearest(self.points, workers)
+        return nearest_measured(self.points, workers)
 
     def bandwidth(self, workers: int) -> tuple[int, float] | None:
         """The measured ``(W, bit/s)`` the bytes of a ring of ``workers`` move at (the W
         measured, else the nearest: beyond the largest W measured, the largest's); None when
         the profile carries none."""
-        return _nearest(self.bandwidths, workers) if self.bandwidths else None
+        return nearest_measured(self.bandwidths, workers) if self.bandwidths else None
 
 
-def _nearest(points: tuple[tuple[int, float], ...], workers: int) -> tuple[int, float]:
+def nearest_measured(points: tuple[tuple[int, float], ...], workers: int) -> tuple[int, float]:
+    """The ``(W, value)`` of ``points`` measured at ``workers``, else at the nearest W (ties:
+    the larger W, whose ring has at least as many hops)."""
     return min(points, key=lambda p: (abs(p[0] - workers), -p[0]))
 
 

@@ -106,7 +106,7 @@ from simcore.link_settings import (
     ring_parse_alpha,
 )
 from simcore.network import NetworkProfile
-from simcore.network_effects import RingGoodput
+from simcore.network_effects import RingGoodput, nearest_measured
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
@@ -575,7 +575,8 @@ def assess(
             else f"gloo's segments of at most {format_bytes(ring_segment_bytes)}"
         )
         rates = "".join(
-            f", W={w} {format_bandwidth(min(bps, bandwidth_bps))}" for w, bps in ring_bandwidths
+            f", W={w} {format_bandwidth(model_of.ring_bytes_bandwidth_bps(w))}"
+            for w, _ in ring_bandwidths
         )
         if rates:
             rates = f"; its bytes at{rates[1:]} (rings of each W measured alone)"
@@ -784,8 +785,7 @@ class Predictor:
         ``ring_bandwidths`` (ties: the larger), at most the link's bandwidth."""
         if not self.ring_bandwidths:
             return self.bandwidth_bps
-        nearest = min(self.ring_bandwidths, key=lambda p: (abs(p[0] - workers), -p[0]))
-        return min(nearest[1], self.bandwidth_bps)
+        return min(nearest_measured(self.ring_bandwidths, workers)[1], self.bandwidth_bps)
 
     def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
         return self.simulation(arch, workers, ideal=ideal).examples_per_s.value
