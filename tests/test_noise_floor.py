@@ -9,7 +9,7 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profilers.distributed.noise_floor import (
@@ -78,6 +78,7 @@ def test_a_negative_standard_error_is_an_error() -> None:
         noise_floor([0.1, -0.1])
 
 
+@settings(deadline=None)  # no wall-clock limit: CI shares its cores
 @given(scales, st.floats(min_value=0.1, max_value=10))
 def test_the_floor_scales_with_the_noise(ses: list[float], k: float) -> None:
     base, scaled = noise_floor(ses), noise_floor([k * s for s in ses])
@@ -86,6 +87,7 @@ def test_the_floor_scales_with_the_noise(ses: list[float], k: float) -> None:
     assert scaled.max_abs_error == pytest.approx(k * base.max_abs_error, rel=1e-6)
 
 
+@settings(deadline=None)
 @given(scales, st.floats(min_value=1e-4, max_value=0.3))
 def test_another_point_never_lowers_the_largest_error(ses: list[float], extra: float) -> None:
     before, after = noise_floor(ses), noise_floor([*ses, extra])
