@@ -59,7 +59,12 @@ def test_latency_or_a_fast_link_makes_such_a_trace_valid() -> None:
     # In a ring of 3 each of the two AllReduces, one after the other, sends 2(3-1)/3 of 8000 bits
     # and pays 2 x 2 hops of 1 ms latency.
     ring = SimulationConfig(
-        arch="allreduce", mode="sync", workers=3, bandwidth_bps=B, latency_s=1e-3, steps=5,
+        arch="allreduce",
+        mode="sync",
+        workers=3,
+        bandwidth_bps=B,
+        latency_s=1e-3,
+        steps=5,
         warmup_steps=1,
     )
     step_s = 2 * (4 / 3 * 8000 / B + 4 * 1e-3)

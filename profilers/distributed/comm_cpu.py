@@ -25,8 +25,10 @@ from simcore.trace.model import Resource, Trace
 
 __all__ = [
     "CommCpuFit",
+    "RingCpuWork",
     "compute_s_per_step",
     "fit_comm_cpu",
+    "ring_cpu_work",
     "ring_cpu_work_s_per_byte",
     "simulated_compute_s_per_step",
 ]
@@ -129,3 +131,52 @@ def ring_cpu_work_s_per_byte(trace: Trace, alone: Trace) -> float:
         return 0.0
     extra = compute_s_per_step(trace) - compute_s_per_step(alone)
     return max(extra, 0.0) / moved
+
+
+@dataclass(frozen=True)
+class RingCpuWork:
+    """A ring rank's CPU work per byte it sends or receives (``s_per_byte``), the larger of two
+    measurements of it, each of which can only see part of the work:
+
+    - ``from_runs_s_per_byte``: how much the one-worker parameter-server run's transfers slowed
+      its computation, per byte (:func:`ring_cpu_work_s_per_byte`). It sees only the work done
+      while the worker computed: mlp's transfers take 15x its computation, and its runs show
+      0.4-2 ns/B, where the ring's ranks alone spend 5;
+    - ``from_ring_s_per_byte``: the ring of two nodes' ranks' own CPU time per byte, timed alone
+      (:meth:`~profilers.distributed.ring_goodput.RingGoodput.cpu_costs`; None: not measured). It
+      sees nothing of what the computation beside it adds: the one-worker runs of resnet8 (many
+      small transfers) show 8-18 ns/B where its ring alone shows 3-6.
+    """
+
+    from_runs_s_per_byte: float
+    from_ring_s_per_byte: float | None = None
+
+    @property
+    def s_per_byte(self) -> float:
+        return max(self.from_runs_s_per_byte, self.from_ring_s_per_byte or 0.0)
+
+    @property
+    def from_ring(self) -> bool:
+        """Whether the ring's own CPU time is the larger (the value used)."""
+        own = self.from_ring_s_per_byte
+        return own is not None and own > self.from_runs_s_per_byte
+
+    def text(self) -> str:
+        """Where the value came from, for the validation's report and a profile's method."""
+        runs = (
+            f"the one-worker run's computation beside its transfers, less alone, per byte moved: "
+            f"{self.from_runs_s_per_byte * 1e9:.3g} ns"
+        )
+        if self.from_ring_s_per_byte is None:
+            return runs
+        own = f"the ring of two's ranks' CPU time alone: {self.from_ring_s_per_byte * 1e9:.3g} ns"
+        return f"the larger of {runs}, and {own}"
+
+
+def ring_cpu_work(trace: Trace, alone: Trace, ring_s_per_byte: float | None = None) -> RingCpuWork:
+    """A ring rank's CPU work per byte (:class:`RingCpuWork`) from the one-worker
+    parameter-server run (``trace`` beside its transfers, ``alone`` without) and the ring of
+    two's own CPU per byte, if measured (``RingGoodput.cpu_costs().s_per_byte``)."""
+    if ring_s_per_byte is not None and not ring_s_per_byte >= 0:
+        raise ConfigError(f"ring_s_per_byte: must be >= 0; got {ring_s_per_byte!r}")
+    return RingCpuWork(ring_cpu_work_s_per_byte(trace, alone), ring_s_per_byte)

@@ -16,7 +16,7 @@ import dataclasses
 import socket
 from datetime import datetime, timezone
 
-from profilers.distributed.comm_cpu import CommCpuFit, ring_cpu_work_s_per_byte
+from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, ring_cpu_work
 from profilers.distributed.measurements import Measurements
 from profilers.distributed.ring_goodput import GLOO_SEGMENT_BYTES
 from profilers.distributed.transfer_latency import LatencyFit
@@ -29,6 +29,7 @@ from simcore.units import format_bandwidth
 __all__ = [
     "effective_bandwidth_bps",
     "measured_network_profile",
+    "measured_ring_cpu_work",
     "with_transfer_cpu",
     "with_transfer_latency",
 ]
@@ -52,6 +53,15 @@ def effective_bandwidth_bps(trace: Trace) -> float:
     return bits / busy
 
 
+def measured_ring_cpu_work(measured: Measurements, trace: Trace, alone: Trace) -> RingCpuWork:
+    """A ring rank's CPU work per byte (:class:`~profilers.distributed.comm_cpu.RingCpuWork`)
+    from the one-worker run (``trace`` beside its transfers, ``alone`` without) and the ring of
+    fewest nodes timed alone, if its CPU time was measured."""
+    rings = measured.ring_set
+    cost = rings[0].cpu_costs() if rings else None
+    return ring_cpu_work(trace, alone, cost.s_per_byte if cost is not None else None)
+
+
 def measured_network_profile(
     measured: Measurements, trace: Trace, alone: Trace | None = None
 ) -> NetworkProfile:
@@ -63,7 +73,8 @@ def measured_network_profile(
     On the testbed the ring effect also carries what the validation's ring predictions use:
     the ring of two nodes' fixed cost per message beyond its bytes at one flow's goodput and,
     given the computation alone (``alone``), the CPU work per byte of the one-worker run's
-    transfers (:func:`~profilers.distributed.comm_cpu.ring_cpu_work_s_per_byte`)."""
+    transfers or the ring of two's ranks alone, the larger
+    (:class:`~profilers.distributed.comm_cpu.RingCpuWork`)."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sharing, rate = measured.sharing, measured.link_rate_bps
     where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
@@ -101,11 +112,9 @@ def measured_network_profile(
                     "(at most one flow's goodput)"
                 )
         if sharing is not None and alone is not None:
-            cpu = ring_cpu_work_s_per_byte(trace, alone)
-            method += (
-                "; CPU per byte: the one-worker run's computation beside its transfers, less "
-                "alone, per byte moved (profilers.distributed.comm_cpu)"
-            )
+            work = measured_ring_cpu_work(measured, trace, alone)
+            cpu = work.s_per_byte
+            method += f"; CPU per byte: {work.text()} (profilers.distributed.comm_cpu)"
         ring = RingGoodput(
             tuple((r.workers, r.goodput_bps()) for r in rings),
             method=method,

@@ -42,7 +42,8 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    step, and ``sgdsim simulate`` charges it alike); for ring AllReduce, whose
    one-worker run sends nothing, the computation alone with the transfers' CPU work put on
    the cores beside it: per byte, what the one-worker run's transfers cost its computation
-   (:func:`ring_cpu_work_s_per_byte`), pipelined with each all-reduce's messages
+   or what the ring of two's ranks spent alone, the larger
+   (:class:`~profilers.distributed.comm_cpu.RingCpuWork`), pipelined with each all-reduce's messages
    (``ring_cpu_placement``; :meth:`Predictor.replayed_trace` says why). *ideal*: the paper's
    replay of the profiled step as it ran, every worker on a host of its own, equal shares.
 3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
@@ -64,17 +65,13 @@ from typing import Any
 
 import numpy as np
 
-from profilers.distributed.comm_cpu import (
-    CommCpuFit,
-    compute_s_per_step,
-    fit_comm_cpu,
-    ring_cpu_work_s_per_byte,
-)
+from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
 from profilers.distributed.link_profile import (
     effective_bandwidth_bps,
     measured_network_profile,
+    measured_ring_cpu_work,
     with_transfer_cpu,
     with_transfer_latency,
 )
@@ -236,6 +233,8 @@ class ValidationReport:
     ring_bandwidth_bps: float | None = None  # the ring predictions' link; None: bandwidth_bps
     link_text: str = ""  # where the link's values came from (measured, an option, a profile)
     network: NetworkProfile | None = None  # the link as this validation measured it
+    # a ring rank's CPU work per byte and what it was taken from; None: given, or no ring
+    ring_cpu_work: RingCpuWork | None = None
 
     def abs_errors(self, predictor: str) -> list[float]:
         """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
@@ -524,16 +523,20 @@ def assess(
         )
         own = with_transfer_latency(own, ps_latency)
     cpu = _measured_unless_given(given.comm_cpu_s_per_byte, comm_cpu.s_per_byte, "fitted")
-    # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work the one-worker
-    # run's transfers did, per byte (ring_cpu_work_s_per_byte). The ring of two nodes' own CPU
-    # time (RingGoodput.cpu_costs) is not used: its cost per message, measured alone, was 2-3x
-    # what a ring's messages cost in training, and it predicted the fit half's rings worse.
-    # A profile's ring CPU per byte (version 3) likewise, unless --comm-cpu was given.
+    # Unless a transfer CPU cost was given, a ring's transfers cost the CPU work per byte the
+    # one-worker run's transfers did or the ring of two nodes' ranks spent alone, whichever is
+    # larger (RingCpuWork says why). The ring's cost per message, measured alone, is not used:
+    # it was 2-3x what a ring's messages cost in training, and it predicted the fit half's
+    # rings worse. A profile's ring CPU per byte (version 3) likewise, unless --comm-cpu was
+    # given.
     ring_work = None
+    ring_work_text = ""
+    work: RingCpuWork | None = None
     if given_ring_cpu is not None and not cpu.is_option:
-        ring_work = given_ring_cpu
+        ring_work, ring_work_text = given_ring_cpu, f"from {given.profile or 'the network profile'}"
     elif cpu.source == "fitted":
-        ring_work = ring_cpu_work_s_per_byte(trace, alone)
+        work = measured_ring_cpu_work(measured, trace, alone)
+        ring_work, ring_work_text = work.s_per_byte, work.text()
     model_of = dataclasses.replace(
         fitting,
         alone=alone,
@@ -558,8 +561,7 @@ def assess(
     if ring_work is not None:
         link_text += (
             f"; ring AllReduce: the transfers' CPU work {ring_work * 1e9:.3g} ns per byte sent "
-            "or received (the one-worker run's computation beside its transfers, less alone, "
-            "per byte moved), done by the worker "
+            f"or received ({ring_work_text}), done by the worker "
             + (
                 "on each message of an all-reduce once it has arrived, on a thread sharing the "
                 "cores, one all-reduce at a time"
@@ -620,6 +622,7 @@ def assess(
         ring_bandwidth_bps,
         link_text,
         own,
+        work,
     )
 
 

@@ -382,6 +382,18 @@ def validate_keeping_runs(args: argparse.Namespace, path: Path) -> ValidationRep
         ) from err
 
 
+def _ring_cpu_work_dict(report: ValidationReport) -> dict[str, Any] | None:
+    """A ring rank's CPU work per byte and the two measurements it is the larger of."""
+    work = report.ring_cpu_work
+    if work is None:
+        return None
+    return {
+        "s_per_byte": work.s_per_byte,
+        "from_runs_s_per_byte": work.from_runs_s_per_byte,
+        "from_ring_s_per_byte": work.from_ring_s_per_byte,
+    }
+
+
 def _report_dict(report: ValidationReport) -> dict[str, Any]:
     return {
         "model_name": report.model_name,
@@ -396,6 +408,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "flow_weight_cv": report.flow_weight_cv,
         "link": report.link_text,
         "comm_cpu": None if report.comm_cpu is None else dataclasses.asdict(report.comm_cpu),
+        "ring_cpu_work": _ring_cpu_work_dict(report),
         "points": [
             {
                 "architecture": p.architecture,
