@@ -22,7 +22,9 @@ Output
     By link rate: the simulator's mean and maximum absolute error, the two standard errors, the
     two noise floors and how many errors are beyond 2 standard errors of each; in ``--out``
     (default ``results/profile_noise/``): ``profile_noise.csv`` (every point, with the single
-    runs' predictions) and ``profile_noise-summary.csv``.
+    runs' predictions), ``profile_noise-summary.csv`` and ``profile_noise.png`` (each point's
+    |error| against two standard errors of the runs' and the profile's noise together: the
+    points above the diagonal are beyond what the noise explains).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from profilers.distributed.campaign import architecture_label
 from profilers.distributed.noise_floor import NOISE_Z, beyond_noise, noise_floor
 from profilers.distributed.profile_noise import ProfileNoise, assess_profile_noise
 from simcore.cli.main import OneLineErrorParser
+from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import add_output_options
 from simcore.report.table import Column, Table
@@ -45,6 +48,7 @@ from simcore.units import format_bandwidth
 NAME = "profile_noise"
 CSV_FILE = f"{NAME}.csv"
 SUMMARY_FILE = f"{NAME}-summary.csv"
+FIGURE_FILE = f"{NAME}.png"
 SHIPPED = "campaign-2"
 PCT = "{:.1f}"
 
@@ -152,6 +156,47 @@ def _mean_known(values: Sequence[float]) -> float:
     return statistics.fmean(known) if known else math.nan
 
 
+def plot(results: Sequence[tuple[str, ProfileNoise]], out: ScenarioOutput) -> None:
+    """Each point's |error| against NOISE_Z standard errors of both noises, one panel per link
+    rate, one marker per architecture; above the diagonal: beyond the noise."""
+    by_rate: dict[float | None, list[tuple[str, float, float]]] = {}
+    for _, noise in results:
+        report = noise.report
+        overlap = report.measurements.base.overlap.value if report.measurements else "layerwise"
+        for p, se in zip(report.points, noise.combined_standard_errors(), strict=True):
+            if math.isnan(se):
+                continue
+            label = architecture_label(p.architecture, overlap)
+            row = (label, 100 * NOISE_Z * se, 100 * abs(p.error(p.simulated)))
+            by_rate.setdefault(report.link_rate_bps, []).append(row)
+    rates = sorted(by_rate, key=lambda r: r or 0.0)
+    labels = sorted({label for rows in by_rate.values() for label, _, _ in rows})
+    top = 1.05 * max(max(x, y) for rows in by_rate.values() for _, x, y in rows)
+    fig, axes = new_figure(1, len(rates), size=(4.2 * len(rates), 4.0))
+    axes = list(axes) if len(rates) > 1 else [axes]
+    for ax, rate in zip(axes, rates, strict=True):
+        ax.plot([0, top], [0, top], color="k", lw=0.8)
+        for i, label in enumerate(labels):
+            rows = [(x, y) for lab, x, y in by_rate[rate] if lab == label]
+            if rows:
+                ax.scatter(*zip(*rows, strict=True), s=14, color=f"C{i}", label=label)
+        where = "loopback" if rate is None else format_bandwidth(rate)
+        ax.set_title(where, fontsize=10)
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, top)
+        ax.set_xlabel(f"{NOISE_Z:g} standard errors of both noises, %")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("simulator |error|, % of measured")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(
+        "Each point's error against the noise of its runs and its profile "
+        "(above the diagonal: beyond it)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
+
+
 def finding(summary: Table) -> str:
     """The largest link rate's floors against the simulator's error."""
     row = summary.rows[-1]
@@ -189,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        out = ScenarioOutput(args.out, [CSV_FILE, SUMMARY_FILE], force=args.force)
+        out = ScenarioOutput(args.out, [CSV_FILE, SUMMARY_FILE, FIGURE_FILE], force=args.force)
         say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
         results, left_out = assess_profile_noise(args.from_runs, progress=say)
         if left_out:
@@ -198,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(points.text() + "\n\n" + summary.text())
         out.write_csv(CSV_FILE, points)
         out.write_csv(SUMMARY_FILE, summary)
+        plot(results, out)
         print("\n" + finding(summary))
         print(out.summary())
 

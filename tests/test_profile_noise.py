@@ -20,7 +20,7 @@ from profilers.distributed.profile_noise import (
 )
 from simcore.errors import ConfigError
 
-from scenario_support import column, load_scenario, read_csv
+from scenario_support import assert_png, column, load_scenario, read_csv
 
 
 def test_a_predictions_standard_error_is_the_single_runs_spread_over_root_n() -> None:
@@ -85,6 +85,7 @@ def test_the_scenario_and_the_readme_say_what_campaign_2_gives(
     assert scenario.main(["--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     summary = read_csv(tmp_path / "profile_noise-summary.csv")
+    assert_png(tmp_path / "profile_noise.png", min_bytes=10_000)
     points = read_csv(tmp_path / "profile_noise.csv")
     assert [r["link_mbps"] for r in summary] == ["300.0", "500.0"]
     assert len(points) == 96 and column(summary, "points").sum() == 96
