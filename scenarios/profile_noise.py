@@ -187,7 +187,7 @@ def plot(results: Sequence[tuple[str, ProfileNoise]], out: ScenarioOutput) -> No
         ax.set_xlabel(f"{NOISE_Z:g} standard errors of both noises, %")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("simulator |error|, % of measured")
-    axes[0].legend(fontsize=7, loc="upper left")
+    axes[0].legend(fontsize=7, loc="best")  # where it hides the fewest points
     fig.suptitle(
         "Each point's error against the noise of its runs and its profile "
         "(above the diagonal: beyond it)",
