@@ -49,7 +49,7 @@ def test_one_profile_run_of_each_kind_has_no_noise_to_show() -> None:
     [(_, path), *_] = campaign_files(["campaign"])
     with pytest.raises(ConfigError, match=r"two or more one-worker runs of each kind; .* 1 "):
         profile_noise(load_measurements(path))
-    with pytest.raises(ConfigError, match=r"no file has two or more .*cnn-300-layerwise"):
+    with pytest.raises(ConfigError, match=r"no file has two or more .*campaign/cnn-300-layerwise"):
         assess_profile_noise(["campaign"])
 
 
@@ -62,7 +62,7 @@ def test_each_point_is_predicted_from_each_profile_run() -> None:
             if g.endswith("mlp-b32-500-layerwise.json.gz")
         ]
     )
-    assert name == "mlp-b32-500-layerwise.json.gz" and left_out == []
+    assert name == "check-rings/mlp-b32-500-layerwise.json.gz" and left_out == []
     assert noise.profile_runs == 3
     assert [(p.architecture, p.workers) for p in noise.report.points] == [
         ("allreduce", w) for w in (1, 2, 3, 4)

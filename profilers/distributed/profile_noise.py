@@ -132,8 +132,8 @@ def assess_profile_noise(
 ) -> tuple[list[tuple[str, ProfileNoise]], list[str]]:
     """:func:`profile_noise` of every saved validation under ``paths`` (files or folders, as
     :func:`~profilers.distributed.campaign.campaign_files` finds them), on the processes
-    ``simcore.parallel`` allows. Returns (file name, result) for each file with two or more
-    profile runs, and the names of those left out for having one.
+    ``simcore.parallel`` allows. Returns (folder/file name, result) for each file with two or
+    more profile runs, and the names of those left out for having one.
 
     Raises
     ------
@@ -148,7 +148,7 @@ def assess_profile_noise(
         if _profile_runs(load_measurements(path)) >= 2:
             usable.append(path)
         else:
-            left_out.append(path.name)
+            left_out.append(_name(path))
     if not usable:
         raise ConfigError(
             "no file has two or more one-worker runs of each kind to compare (sgdsim validate "
@@ -169,7 +169,12 @@ def assess_profile_noise(
         planned=[1] * len(usable),
         progress=assessed,
     )
-    return [(p.name, r) for p, r in zip(usable, results, strict=True)], left_out
+    return [(_name(p), r) for p, r in zip(usable, results, strict=True)], left_out
+
+
+def _name(path: Path) -> str:
+    """A file as its folder and name (two campaigns hold files of the same name)."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def _profile_noise_of_file(
