@@ -38,10 +38,13 @@ from collections.abc import Sequence
 from profilers.distributed.campaign import architecture_label
 from profilers.distributed.noise_floor import NOISE_Z, beyond_noise, noise_floor
 from profilers.distributed.profile_noise import ProfileNoise, assess_profile_noise
-from simcore.cli.main import OneLineErrorParser
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
-from simcore.report.scenario import add_output_options
+from simcore.report.scenario import (
+    add_from_runs_option,
+    add_output_options,
+    bare_scenario_parser,
+)
 from simcore.report.table import Column, Table
 from simcore.units import format_bandwidth
 
@@ -212,17 +215,8 @@ def finding(summary: Table) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = OneLineErrorParser(
-        prog=f"python scenarios/{NAME}.py",
-        description=(__doc__ or NAME).strip().split("\n\n")[0],
-        epilog="The script's docstring describes the question, the setup and the output.",
-    )
-    parser.add_argument(
-        "--from-runs",
-        action="append",
-        metavar="PATH",
-        help=f"saved runs: files or folders of them, repeatable (default: the shipped {SHIPPED!r})",
-    )
+    parser = bare_scenario_parser(NAME, __doc__)
+    add_from_runs_option(parser, SHIPPED)
     add_output_options(parser, NAME)
     args = parser.parse_args(argv)
     if args.from_runs is None:

@@ -67,7 +67,6 @@ from profilers.distributed.validation import (
     report_text,
     simulate_argv,
 )
-from simcore.cli.main import OneLineErrorParser
 from simcore.cli.validate_cmd import (
     ARCHITECTURES,
     add_run_options,
@@ -78,7 +77,7 @@ from simcore.network_io import save_network_profile
 from simcore.plots import new_figure, save_figure
 from simcore.plots.timeline import plot_measured_vs_simulated
 from simcore.report import ScenarioOutput, finding_line, run_scenario
-from simcore.report.scenario import add_output_options
+from simcore.report.scenario import add_output_options, bare_scenario_parser
 from simcore.trace.io import save_trace
 from simcore.units import format_bandwidth
 
@@ -206,11 +205,7 @@ SHORT_LABELS = {
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = OneLineErrorParser(
-        prog=f"python scenarios/{NAME}.py",
-        description=(__doc__ or NAME).strip().split("\n\n")[0],
-        epilog="The script's docstring describes the question, the setup and the output.",
-    )
+    parser = bare_scenario_parser(NAME, __doc__)
     add_run_options(parser)
     add_output_options(parser, NAME)
     return parser.parse_args(argv)

@@ -48,11 +48,14 @@ from profilers.distributed.campaign import (
 )
 from profilers.distributed.noise_floor import NOISE_Z
 from profilers.distributed.validation import ValidationPoint
-from simcore.cli.main import OneLineErrorParser
 from simcore.cli.validate_cmd import add_prediction_link_options, assess_campaign_with
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
-from simcore.report.scenario import add_output_options
+from simcore.report.scenario import (
+    add_from_runs_option,
+    add_output_options,
+    bare_scenario_parser,
+)
 from simcore.units import format_bandwidth
 
 NAME = "validation_campaign"
@@ -153,17 +156,8 @@ def finding(report: CampaignReport) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = OneLineErrorParser(
-        prog=f"python scenarios/{NAME}.py",
-        description=(__doc__ or NAME).strip().split("\n\n")[0],
-        epilog="The script's docstring describes the question, the setup and the output.",
-    )
-    parser.add_argument(
-        "--from-runs",
-        action="append",
-        metavar="PATH",
-        help=f"saved runs: files or folders of them, repeatable (default: the shipped {SHIPPED!r})",
-    )
+    parser = bare_scenario_parser(NAME, __doc__)
+    add_from_runs_option(parser, SHIPPED)
     parser.add_argument(
         "--fit-rate",
         default=None,

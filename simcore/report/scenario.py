@@ -40,6 +40,28 @@ EXIT_BAD_INPUT = 1  # the exit codes of sgdsim itself (simcore.cli.main, README)
 EXIT_INTERRUPTED = 130
 
 
+def bare_scenario_parser(name: str, doc: str | None) -> OneLineErrorParser:
+    """A scenario's parser with no options yet: ``python scenarios/NAME.py``, the docstring's
+    first paragraph as its description (for scenarios whose options are not the standard
+    ones of :func:`scenario_parser`)."""
+    return OneLineErrorParser(
+        prog=f"python scenarios/{name}.py",
+        description=(doc or name).strip().split("\n\n")[0],
+        epilog="The script's docstring describes the question, the setup and the output.",
+    )
+
+
+def add_from_runs_option(parser: argparse.ArgumentParser, shipped: str) -> None:
+    """``--from-runs PATH`` (repeatable; None when not given: the caller's default is the
+    shipped campaign ``shipped``), for the scenarios that assess saved validation runs."""
+    parser.add_argument(
+        "--from-runs",
+        action="append",
+        metavar="PATH",
+        help=f"saved runs: files or folders of them, repeatable (default: the shipped {shipped!r})",
+    )
+
+
 def scenario_parser(
     name: str,
     doc: str | None,
@@ -67,12 +89,7 @@ def scenario_parser(
     scenario in which they drive something particular.
     """
     texts = dict(help_texts or {})
-    summary = (doc or name).strip().split("\n\n")[0]
-    parser = OneLineErrorParser(
-        prog=f"python scenarios/{name}.py",
-        description=summary,
-        epilog="The script's docstring describes the question, the setup and the output.",
-    )
+    parser = bare_scenario_parser(name, doc)
     parser.add_argument("--trace", default=trace, help=f"trace file or sample (default {trace})")
     link = parser.add_argument_group("link to the parameter server(s)")
     default_link = f"network profile {network}" if network else f"{bandwidth}, no latency"
