@@ -34,10 +34,12 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from profilers.distributed.campaign import architecture_label
+from profilers.distributed.campaign import point_label
 from profilers.distributed.noise_floor import NOISE_Z, beyond_noise, noise_floor
 from profilers.distributed.profile_noise import ProfileNoise, assess_profile_noise
+from profilers.distributed.validation import ValidationPoint
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import (
@@ -54,6 +56,51 @@ SUMMARY_FILE = f"{NAME}-summary.csv"
 FIGURE_FILE = f"{NAME}.png"
 SHIPPED = "campaign-2"
 PCT = "{:.1f}"
+
+
+class PointNoise(NamedTuple):
+    """One point of one file: its error and the standard errors of its two noises."""
+
+    file: str
+    point: ValidationPoint
+    single: tuple[float, ...]  # its predictions from each single profile run
+
+    rate: float | None  # the file's link rate; None: loopback
+    label: str  # architecture and overlap (campaign.point_label)
+    error: float  # the simulator's relative error
+    runs_se: float  # the measured mean's relative standard error
+    profile_se: float  # the prediction's, from the profile's noise
+    both_se: float  # the two together
+
+
+def points_of(results: Sequence[tuple[str, ProfileNoise]]) -> list[PointNoise]:
+    """Every point of every file, in the files' order."""
+    rows = []
+    for name, noise in results:
+        report = noise.report
+        ses = zip(noise.profile_standard_errors(), noise.combined_standard_errors(), strict=True)
+        for p, single, (profile_se, both_se) in zip(report.points, noise.single, ses, strict=True):
+            point = PointNoise(
+                name,
+                p,
+                single,
+                report.link_rate_bps,
+                point_label(report, p),
+                p.error(p.simulated),
+                p.standard_error,
+                profile_se,
+                both_se,
+            )
+            rows.append(point)
+    return rows
+
+
+def by_rate(points: Sequence[PointNoise]) -> dict[float | None, list[PointNoise]]:
+    """The points grouped by link rate, slowest first."""
+    grouped: dict[float | None, list[PointNoise]] = {}
+    for point in points:
+        grouped.setdefault(point.rate, []).append(point)
+    return dict(sorted(grouped.items(), key=lambda item: item[0] or 0.0))
 
 
 def point_table(results: Sequence[tuple[str, ProfileNoise]]) -> Table:
@@ -73,23 +120,19 @@ def point_table(results: Sequence[tuple[str, ProfileNoise]]) -> Table:
             Column("single_profile_predictions", "each profile run's prediction"),
         ],
     )
-    for name, noise in results:
-        report = noise.report
-        overlap = report.measurements.base.overlap.value if report.measurements else "layerwise"
-        profile_se = noise.profile_standard_errors()
-        for p, single, se in zip(report.points, noise.single, profile_se, strict=True):
-            table.add(
-                file=name,
-                link_mbps=_mbps(report.link_rate_bps),
-                architecture=architecture_label(p.architecture, overlap),
-                workers=p.workers,
-                measured_examples_per_s=statistics.fmean(p.measured),
-                simulated_examples_per_s=p.simulated,
-                error_pct=100 * p.error(p.simulated),
-                runs_se_pct=100 * p.standard_error,
-                profile_se_pct=100 * se,
-                single_profile_predictions=" ".join(f"{x:.4g}" for x in single),
-            )
+    for row in points_of(results):
+        table.add(
+            file=row.file,
+            link_mbps=_mbps(row.rate),
+            architecture=row.label,
+            workers=row.point.workers,
+            measured_examples_per_s=statistics.fmean(row.point.measured),
+            simulated_examples_per_s=row.point.simulated,
+            error_pct=100 * row.error,
+            runs_se_pct=100 * row.runs_se,
+            profile_se_pct=100 * row.profile_se,
+            single_profile_predictions=" ".join(f"{x:.4g}" for x in row.single),
+        )
     return table
 
 
@@ -113,40 +156,26 @@ def summary_table(results: Sequence[tuple[str, ProfileNoise]]) -> Table:
             Column("beyond_both", "both"),
         ],
     )
-    for rate, rows in _by_rate(results).items():
-        errors = [e for e, _, _ in rows]
-        runs_se = [r for _, r, _ in rows]
-        both_se = [math.hypot(r, p) for _, r, p in rows]
-        runs, both = noise_floor(runs_se), noise_floor(both_se)
+    for rate, points in by_rate(points_of(results)).items():
+        errors = [abs(p.error) for p in points]
+        runs = noise_floor([p.runs_se for p in points])
+        both = noise_floor([p.both_se for p in points])
         table.add(
             link_mbps=_mbps(rate),
-            points=len(rows),
-            mean_abs_error_pct=100 * statistics.fmean(abs(e) for e in errors),
-            max_abs_error_pct=100 * max(abs(e) for e in errors),
-            runs_se_pct=100 * _mean_known(runs_se),
-            profile_se_pct=100 * _mean_known([p for _, _, p in rows]),
+            points=len(points),
+            mean_abs_error_pct=100 * statistics.fmean(errors),
+            max_abs_error_pct=100 * max(errors),
+            runs_se_pct=100 * _mean_known([p.runs_se for p in points]),
+            profile_se_pct=100 * _mean_known([p.profile_se for p in points]),
             runs_floor_mean_pct=None if runs is None else 100 * runs.mean_abs_error,
             runs_floor_max_pct=None if runs is None else 100 * runs.max_abs_error,
             both_floor_mean_pct=None if both is None else 100 * both.mean_abs_error,
             both_floor_max_pct=None if both is None else 100 * both.max_abs_error,
             both_floor_max_p90_pct=None if both is None else 100 * both.max_abs_error_p90,
-            beyond_runs=sum(beyond_noise(e, s) for e, s in zip(errors, runs_se, strict=True)),
-            beyond_both=sum(beyond_noise(e, s) for e, s in zip(errors, both_se, strict=True)),
+            beyond_runs=sum(beyond_noise(p.error, p.runs_se) for p in points),
+            beyond_both=sum(beyond_noise(p.error, p.both_se) for p in points),
         )
     return table
-
-
-def _by_rate(
-    results: Sequence[tuple[str, ProfileNoise]],
-) -> dict[float | None, list[tuple[float, float, float]]]:
-    """(error, runs' se, profile's se) of every point, by the link rate of its file."""
-    by_rate: dict[float | None, list[tuple[float, float, float]]] = {}
-    for _, noise in results:
-        points = noise.report.points
-        for p, se in zip(points, noise.profile_standard_errors(), strict=True):
-            row = (p.error(p.simulated), p.standard_error, se)
-            by_rate.setdefault(noise.report.link_rate_bps, []).append(row)
-    return dict(sorted(by_rate.items(), key=lambda item: item[0] or 0.0))
 
 
 def _mbps(rate: float | None) -> float | None:
@@ -162,27 +191,24 @@ def _mean_known(values: Sequence[float]) -> float:
 def plot(results: Sequence[tuple[str, ProfileNoise]], out: ScenarioOutput) -> None:
     """Each point's |error| against NOISE_Z standard errors of both noises, one panel per link
     rate, one marker per architecture; above the diagonal: beyond the noise."""
-    by_rate: dict[float | None, list[tuple[str, float, float]]] = {}
-    for _, noise in results:
-        report = noise.report
-        overlap = report.measurements.base.overlap.value if report.measurements else "layerwise"
-        for p, se in zip(report.points, noise.combined_standard_errors(), strict=True):
-            if math.isnan(se):
-                continue
-            label = architecture_label(p.architecture, overlap)
-            row = (label, 100 * NOISE_Z * se, 100 * abs(p.error(p.simulated)))
-            by_rate.setdefault(report.link_rate_bps, []).append(row)
-    rates = sorted(by_rate, key=lambda r: r or 0.0)
-    labels = sorted({label for rows in by_rate.values() for label, _, _ in rows})
-    top = 1.05 * max(max(x, y) for rows in by_rate.values() for _, x, y in rows)
-    fig, axes = new_figure(1, len(rates), size=(4.2 * len(rates), 4.0))
-    axes = list(axes) if len(rates) > 1 else [axes]
-    for ax, rate in zip(axes, rates, strict=True):
+    known = [p for p in points_of(results) if not math.isnan(p.both_se)]
+    grouped = by_rate(known)
+    labels = sorted({p.label for p in known})
+    top = 1.05 * 100 * max(max(NOISE_Z * p.both_se, abs(p.error)) for p in known)
+    fig, axes = new_figure(1, len(grouped), size=(4.2 * len(grouped), 4.0))
+    axes = list(axes) if len(grouped) > 1 else [axes]
+    for ax, (rate, points) in zip(axes, grouped.items(), strict=True):
         ax.plot([0, top], [0, top], color="k", lw=0.8)
         for i, label in enumerate(labels):
-            rows = [(x, y) for lab, x, y in by_rate[rate] if lab == label]
-            if rows:
-                ax.scatter(*zip(*rows, strict=True), s=14, color=f"C{i}", label=label)
+            mine = [p for p in points if p.label == label]
+            if mine:
+                ax.scatter(
+                    [100 * NOISE_Z * p.both_se for p in mine],
+                    [100 * abs(p.error) for p in mine],
+                    s=14,
+                    color=f"C{i}",
+                    label=label,
+                )
         where = "loopback" if rate is None else format_bandwidth(rate)
         ax.set_title(where, fontsize=10)
         ax.set_xlim(0, top)

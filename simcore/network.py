@@ -36,6 +36,7 @@ from simcore.network_effects import (
     effect_from_dict,
     effect_to_dict,
     non_negative,
+    per_workers_text,
     positive,
 )
 from simcore.units import format_bandwidth, format_bytes, format_seconds
@@ -293,16 +294,14 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
         )
     ring = profile.ring_goodput
     if ring is not None:
-        points = ", ".join(f"W={w} {format_bandwidth(bps)}" for w, bps in ring.points)
+        points = per_workers_text(ring.points)
         terms = ""
         if ring.message_latency_s is not None:
             terms += f"; {format_seconds(ring.message_latency_s)} per message"
         if ring.segment_bytes is not None:
             terms += f" (segments of at most {format_bytes(ring.segment_bytes)})"
         if ring.bandwidths:
-            terms += "; bytes at " + ", ".join(
-                f"W={w} {format_bandwidth(bps)}" for w, bps in ring.bandwidths
-            )
+            terms += "; bytes at " + per_workers_text(ring.bandwidths)
         if ring.cpu_s_per_byte is not None:
             terms += f", CPU {ring.cpu_s_per_byte * 1e9:.3g} ns per byte sent or received"
         lines.append(

@@ -21,11 +21,12 @@ This module is pure: the dataclasses and their JSON forms, checked field by fiel
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from simcore.errors import TraceError
+from simcore.units import format_bandwidth
 
 __all__ = [
     "EFFECT_KEYS",
@@ -37,6 +38,7 @@ __all__ = [
     "effect_from_dict",
     "effect_to_dict",
     "nearest_measured",
+    "per_workers_text",
 ]
 
 
@@ -156,6 +158,11 @@ class RingGoodput:
         measured, else the nearest: beyond the largest W measured, the largest's); None when
         the profile carries none."""
         return nearest_measured(self.bandwidths, workers) if self.bandwidths else None
+
+
+def per_workers_text(points: Iterable[tuple[int, float]]) -> str:
+    """``W=2 431 Mbit/s, W=3 410 Mbit/s``: rates measured per W, in the given order."""
+    return ", ".join(f"W={w} {format_bandwidth(bps)}" for w, bps in points)
 
 
 def nearest_measured(points: tuple[tuple[int, float], ...], workers: int) -> tuple[int, float]:

@@ -46,6 +46,7 @@ __all__ = [
     "campaign_point_table",
     "campaign_summary_table",
     "campaign_text",
+    "point_label",
     "shipped_campaigns",
 ]
 
@@ -115,11 +116,7 @@ class CampaignReport:
 
     def rows(self) -> list[tuple[ValidationReport, ValidationPoint, str]]:
         """(validation, point, architecture label) for every point of every validation."""
-        return [
-            (r, p, architecture_label(p.architecture, _overlap(r)))
-            for r in self.reports
-            for p in r.points
-        ]
+        return [(r, p, point_label(r, p)) for r in self.reports for p in r.points]
 
     def halves(self) -> list[float | None]:
         """The link rates of the campaign, fit half (if declared) first."""
@@ -367,9 +364,11 @@ def _model_text(r: ValidationReport) -> str:
     return f"{r.model_name}-b{r.batch_size}"
 
 
-def _overlap(report: ValidationReport) -> str:
+def point_label(report: ValidationReport, point: ValidationPoint) -> str:
+    """``point``'s architecture with its validation's overlap mode (:func:`architecture_label`)."""
     measured = report.measurements
-    return measured.base.overlap.value if measured is not None else "layerwise"
+    overlap = measured.base.overlap.value if measured is not None else "layerwise"
+    return architecture_label(point.architecture, overlap)
 
 
 def _key(label: str) -> str:

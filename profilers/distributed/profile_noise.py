@@ -142,34 +142,27 @@ def assess_profile_noise(
     """
     say = progress or (lambda _line: None)
     files = [path for _, path in campaign_files(paths)]
-    usable: list[Path] = []
-    left_out: list[str] = []
-    for path in files:
-        if _profile_runs(load_measurements(path)) >= 2:
-            usable.append(path)
-        else:
-            left_out.append(_name(path))
-    if not usable:
-        raise ConfigError(
-            "no file has two or more one-worker runs of each kind to compare (sgdsim validate "
-            f"--profile-runs): {', '.join(left_out)}"
-        )
     said = [0]
 
     def assessed(done: int, _total: int) -> None:
         if done > said[0]:
             said[0] = done
-            say(
-                f"assessed {done}/{len(usable)} files, each from its pooled and single profile runs"
-            )
+            say(f"assessed {done}/{len(files)} files, each from its pooled and single profile runs")
 
     results = run_tasks(
         _profile_noise_of_file,
-        [(path, link) for path in usable],
-        planned=[1] * len(usable),
+        [(path, link) for path in files],
+        planned=[1] * len(files),
         progress=assessed,
     )
-    return [(_name(p), r) for p, r in zip(usable, results, strict=True)], left_out
+    done = [(_name(p), r) for p, r in zip(files, results, strict=True) if r is not None]
+    left_out = [_name(p) for p, r in zip(files, results, strict=True) if r is None]
+    if not done:
+        raise ConfigError(
+            "no file has two or more one-worker runs of each kind to compare (sgdsim validate "
+            f"--profile-runs): {', '.join(left_out)}"
+        )
+    return done, left_out
 
 
 def _name(path: Path) -> str:
@@ -179,6 +172,8 @@ def _name(path: Path) -> str:
 
 def _profile_noise_of_file(
     item: tuple[Path, LinkSettings | None], _progress: TaskProgress | None
-) -> ProfileNoise:
+) -> ProfileNoise | None:
+    """:func:`profile_noise` of one file; None when it has one profile run of a kind."""
     path, link = item
-    return profile_noise(load_measurements(path), link=link)
+    measured = load_measurements(path)
+    return profile_noise(measured, link=link) if _profile_runs(measured) >= 2 else None

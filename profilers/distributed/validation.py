@@ -103,7 +103,7 @@ from simcore.link_settings import (
     ring_parse_alpha,
 )
 from simcore.network import NetworkProfile
-from simcore.network_effects import RingGoodput, nearest_measured
+from simcore.network_effects import RingGoodput, nearest_measured, per_workers_text
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
@@ -576,12 +576,9 @@ def assess(
             if ring_segment_bytes is None
             else f"gloo's segments of at most {format_bytes(ring_segment_bytes)}"
         )
-        rates = "".join(
-            f", W={w} {format_bandwidth(model_of.ring_bytes_bandwidth_bps(w))}"
-            for w, _ in ring_bandwidths
-        )
+        rates = model_of.ring_bytes_bandwidths_text()
         if rates:
-            rates = f"; its bytes at{rates[1:]} (rings of each W measured alone)"
+            rates = f"; its bytes at {rates} (rings of each W measured alone)"
         ring_text = (
             f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, "
             f"{count}, from the ring of fewest nodes measured alone{rates})"
@@ -789,6 +786,13 @@ class Predictor:
         if not self.ring_bandwidths:
             return self.bandwidth_bps
         return min(nearest_measured(self.ring_bandwidths, workers)[1], self.bandwidth_bps)
+
+    def ring_bytes_bandwidths_text(self) -> str:
+        """``W=2 431 Mbit/s, ...``: the rate of each ring measured, as the predictions use it
+        (at most the link's bandwidth); "" without rates per W."""
+        return per_workers_text(
+            (w, self.ring_bytes_bandwidth_bps(w)) for w, _ in self.ring_bandwidths
+        )
 
     def simulated(self, arch: Architecture, workers: int, *, ideal: bool = False) -> float:
         return self.simulation(arch, workers, ideal=ideal).examples_per_s.value
@@ -1055,12 +1059,8 @@ def report_text(report: ValidationReport) -> str:
             bandwidth = "the link's bandwidth"
             if predictor is not None and predictor.ring_bandwidths:
                 bandwidth = (
-                    "its bytes' rate per W measured ("
-                    + ", ".join(
-                        f"W={w} {format_bandwidth(predictor.ring_bytes_bandwidth_bps(w))}"
-                        for w, _ in predictor.ring_bandwidths
-                    )
-                    + "; RingGoodput.bytes_bandwidth_bps)"
+                    f"its bytes' rate per W measured ({predictor.ring_bytes_bandwidths_text()}; "
+                    "RingGoodput.bytes_bandwidth_bps)"
                 )
             used = (
                 f"for the ring's predictions: {bandwidth} plus {format_seconds(alpha)} per "
