@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
 
 __all__ = [
+    "TBF_GSO_PACKET_NBYTES",
     "TBF_LATENCY",
     "check_permitted",
     "delete_namespaces",
@@ -25,11 +26,19 @@ __all__ = [
     "run_ip",
     "tbf_burst_nbytes",
     "tbf_options",
+    "tbf_segments_gso",
 ]
 
 _CMD_TIMEOUT_S = 30.0  # one ip/tc command
 _CLONE_NEWNET = 0x40000000  # <sched.h>: setns() into a network namespace
 TBF_LATENCY = "50ms"  # longest a packet may wait in a tbf queue (sets its byte limit)
+# The length tbf sees of the largest packet TCP hands a qdisc: the kernel's GSO packets of up to
+# 64 KiB (gso_max_size), 45 segments of 1448 B of payload, counted with each wire segment's 66 B
+# of headers (qdisc_pkt_len). A bucket smaller than this cannot send such a packet whole, and tbf
+# splits it into wire-size packets in software (net/sched/sch_tbf.c, tbf_segment). On the testbed
+# a bucket of 67,000 B split them and one of 69,000 B did not
+# (scenarios/testbed_segmentation.py measures what that costs).
+TBF_GSO_PACKET_NBYTES = 45 * (1448 + 66)
 
 
 def check_permitted(what: str = "netns testbed") -> None:
@@ -72,6 +81,18 @@ def tbf_burst_nbytes(rate_bps: float, burst_s: float = 100e-6) -> int:
     wake-ups a second at 100 Mbit/s.
     """
     return max(round(rate_bps / 8 * burst_s), 3000)
+
+
+def tbf_segments_gso(rate_bps: float, burst_s: float) -> bool:
+    """Whether a tbf bucket of ``burst_s`` at ``rate_bps`` is too small for one GSO packet
+    (:data:`TBF_GSO_PACKET_NBYTES`), so that tbf segments every large TCP send in software.
+
+    Then every byte a rank sends or receives costs its host's CPU per wire packet, sending and
+    receiving (on the testbed ~5 ns per byte against ~0.2 with the packets whole), work a real
+    NIC's segmentation offload and receive coalescing do not leave to the host's cores. With
+    the cluster's 1 ms bucket this holds below ~545 Mbit/s.
+    """
+    return tbf_burst_nbytes(rate_bps, burst_s) < TBF_GSO_PACKET_NBYTES
 
 
 def tbf_options(rate_bps: float, burst_s: float = 100e-6) -> list[str]:

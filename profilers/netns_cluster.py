@@ -34,6 +34,7 @@ from profilers.netns import (
     delete_namespaces,
     run_ip,
     tbf_options,
+    tbf_segments_gso,
 )
 from simcore.errors import ConfigError, ProfilingError
 from simcore.units import format_bandwidth
@@ -45,7 +46,11 @@ _SUBNET = "10.214.0"  # /24 private to the bridge namespace; node i is .(i+1)
 _MAX_NODES = 250
 # A node's tbf bucket: 1 ms at the rate. Transfers of a training step last tens of ms or more, so
 # they are shaped all the same; a 100 us bucket made the emulation's own interrupts slow the
-# workers' computation (compute per step of a 100 Mbit/s solo run: 108 ms against 79 ms).
+# workers' computation (compute per step of a 100 Mbit/s solo run: 108 ms against 79 ms). Below
+# ~545 Mbit/s even 1 ms is smaller than one of TCP's GSO packets, which tbf then segments in
+# software (netns.tbf_segments_gso): each byte then costs the ranks ~20x the CPU it would with
+# whole packets (scenarios/testbed_segmentation.py). Every kept validation campaign ran so; the
+# predictions measure that CPU rather than assume a real NIC's.
 BURST_S = 1e-3
 
 
@@ -69,10 +74,13 @@ class EmulatedCluster:
         shaped = ", ".join(
             f"node {i} {format_bandwidth(rate)}" for i, rate in sorted(self.shaped_bps.items())
         )
-        return (
+        text = (
             f"{self.nodes} network namespaces on one bridge; tc tbf both directions "
             f"(burst {self.burst_s * 1e3:g} ms, latency {TBF_LATENCY}) on: {shaped or 'none'}"
         )
+        if any(tbf_segments_gso(rate, self.burst_s) for rate in self.shaped_bps.values()):
+            text += "; buckets smaller than a GSO packet: tbf segments TCP's sends in software"
+        return text
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
-from profilers.netns_cluster import EmulatedCluster, emulated_cluster
+from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.sim.dag import ring_message_count
 from simcore.units import format_bandwidth, format_seconds
@@ -172,12 +172,15 @@ def measure_ring_goodput(
     repeats: int = 10,
     warmup: int = 2,
     timeout_s: float = 60.0,
+    burst_s: float = BURST_S,
 ) -> RingGoodput:
     """All-reduce float32 buffers of ``layer_nbytes`` among ``workers`` ranks, ``warmup`` +
     ``repeats`` times, and time each repetition (see the module).
 
     ``link_rate_bps``: on the emulated cluster (root) with every node's link shaped to it;
-    None: over loopback.
+    None: over loopback. ``burst_s``: the shaping's tbf bucket as time at that rate (the
+    cluster's default; :func:`profilers.netns.tbf_segments_gso` says when it is too small for
+    one GSO packet, which makes every transfer cost its ranks far more CPU).
 
     Raises
     ------
@@ -193,7 +196,8 @@ def measure_ring_goodput(
     if link_rate_bps is None:
         times, cpu, flat_cpu = _run(sizes, workers, None, repeats, warmup, timeout_s)
     else:
-        with emulated_cluster(workers, dict.fromkeys(range(workers), link_rate_bps)) as cluster:
+        shaped = dict.fromkeys(range(workers), link_rate_bps)
+        with emulated_cluster(workers, shaped, burst_s=burst_s) as cluster:
             times, cpu, flat_cpu = _run(sizes, workers, cluster, repeats, warmup, timeout_s)
     return RingGoodput(workers, sizes, times, link_rate_bps, cpu, flat_cpu)
 

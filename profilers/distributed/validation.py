@@ -91,6 +91,8 @@ from profilers.distributed.testbed import Testbed, available_cores
 from profilers.distributed.to_trace import pooled_trace, with_compute_of
 from profilers.distributed.transfer_latency import fit_transfer_latency
 from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure_link_sharing
+from profilers.netns import tbf_burst_nbytes, tbf_segments_gso
+from profilers.netns_cluster import BURST_S
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
@@ -1035,11 +1037,15 @@ def _cores_text(report: ValidationReport) -> str:
 
 def report_text(report: ValidationReport) -> str:
     """The setup line, the tables and the mean and maximum absolute error of each predictor."""
-    where = (
-        "loopback"
-        if report.link_rate_bps is None
-        else f"emulated cluster, links shaped to {format_bandwidth(report.link_rate_bps)}"
-    )
+    where = "loopback"
+    if report.link_rate_bps is not None:
+        where = f"emulated cluster, links shaped to {format_bandwidth(report.link_rate_bps)}"
+        if tbf_segments_gso(report.link_rate_bps, BURST_S):
+            where += (
+                f" (tbf's bucket of {format_bytes(tbf_burst_nbytes(report.link_rate_bps, BURST_S))}"
+                " splits TCP's GSO packets: every byte costs the ranks' CPU an order of magnitude "
+                "more than a real NIC would; scenarios/testbed_segmentation.py)"
+            )
     lines = [
         f"{report.model_name}, batch {report.batch_size}/worker; {where}; predicted with a link "
         f"of {format_bandwidth(report.bandwidth_bps)}, flow weight cv "
