@@ -10,7 +10,10 @@ It needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``, ``t
 
     sudo python -m profilers.netns_testbed --rate 1Gbit/s -o veth-1gbit.json
 
-Besides the ping-pong fit (and the transfers' CPU cost, which the ranks measure), it records how
+The transfers' CPU cost is measured apart, on a link with the bucket the validation's cluster
+gives its links (1 ms at the rate), which is what the testbed's runs pay (below ~545 Mbit/s tbf
+then segments TCP's GSO packets in software, and the cost is ~20x a real NIC's:
+``scenarios/testbed_segmentation.py``). Besides the fit and that cost it records how
 unevenly concurrent flows share the shaped link and a ring AllReduce's goodput for W = 2..4 with
 every node shaped alike, and what the link carries with transfers both ways at once
 (:mod:`profilers.network_measure`); ``--keep-fit FILE`` keeps an earlier profile's fit and adds
@@ -33,9 +36,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from profilers.netns import check_permitted
-from profilers.netns_cluster import emulated_cluster
-from simcore.errors import ProfilingError, SgdsimError
+from profilers.netns import (
+    TBF_GSO_PACKET_NBYTES,
+    check_permitted,
+    tbf_burst_nbytes,
+    tbf_segments_gso,
+)
+from profilers.netns_cluster import BURST_S, emulated_cluster
+from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.units import parse_bandwidth, parse_duration, parse_size
@@ -54,8 +62,17 @@ def measure_shaped(
     repeats: int = 10,
     warmup: int = 3,
     timeout_s: float = 60.0,
+    cpu_repeats: int = 10,
 ) -> NetworkProfile:
     """Measure the network profile of a veth link shaped to ``rate_bps``.
+
+    The fit on a link with a bucket of 100 us at the rate, so that small messages are shaped
+    too; the transfers' CPU cost (``cpu_repeats`` round trips of ``max_nbytes``, 0: none) on a
+    link with the bucket the validation's cluster gives its links
+    (:data:`~profilers.netns_cluster.BURST_S`): a bucket smaller than one of TCP's GSO packets
+    makes tbf segment every send in software (:func:`profilers.netns.tbf_segments_gso`), so the
+    cost depends on the bucket (100 us at 1 Gbit/s: 2.1 ns/B; 1 ms: ~0.2), and this one is what
+    the testbed's runs at the rate pay.
 
     Parameters
     ----------
@@ -68,6 +85,8 @@ def measure_shaped(
     timeout_s : float
         Each rank's rendezvous and per-operation limit, seconds; the whole run is stopped after
         ``timeout_s`` times (number of sizes + 2).
+    cpu_repeats : int
+        Round trips of the largest message over which the ranks measure their CPU time.
 
     Returns
     -------
@@ -77,27 +96,58 @@ def measure_shaped(
     Raises
     ------
     ConfigError
-        Not permitted here.
+        Not permitted here, or a bad argument.
     ProfilingError
         A command or a rank failed or timed out.
     """
+    if cpu_repeats < 0:
+        raise ConfigError(f"cpu_repeats: must be >= 0 round trips, got {cpu_repeats}")
     n_sizes = max(max_nbytes // max(min_nbytes, 1), 1).bit_length()
-    cluster = emulated_cluster(2, {0: rate_bps}, burst_s=_BURST_S)
+    fit_options = (
+        f"--min-size={min_nbytes} --max-size={max_nbytes} --repeats={repeats} "
+        f"--warmup={warmup} --timeout={timeout_s}s --no-cpu"
+    )
+    profile = _measure_between_two(rate_bps, _BURST_S, fit_options, timeout_s * (n_sizes + 2))
+    if not cpu_repeats:
+        return profile
+    cpu_options = (
+        # two sizes, the least the ranks fit a line to (the fit is the first run's)
+        f"--min-size={max(max_nbytes // 2, 1)} --max-size={max_nbytes} --repeats=1 --warmup=1 "
+        f"--timeout={timeout_s}s --cpu-repeats={cpu_repeats}"
+    )
+    measured = _measure_between_two(rate_bps, BURST_S, cpu_options, timeout_s * 4)
+    cpu = measured.transfer_cpu
+    if cpu is None:  # (the ranks always measure it with --cpu-repeats > 0)
+        raise ProfilingError("the testbed's ranks measured no transfer CPU cost")
+    bucket = tbf_burst_nbytes(rate_bps, BURST_S)
+    split = "splits them" if tbf_segments_gso(rate_bps, BURST_S) else "passes them whole"
+    method = (
+        f"{cpu.method}; on the link with the validation cluster's tbf bucket "
+        f"({BURST_S * 1e3:g} ms at the rate, {bucket} B; TCP's GSO packets are "
+        f"{TBF_GSO_PACKET_NBYTES} B to tbf: it {split})"
+    )
+    return dataclasses.replace(profile, transfer_cpu=dataclasses.replace(cpu, method=method))
+
+
+def _measure_between_two(
+    rate_bps: float, burst_s: float, options: str, limit_s: float
+) -> NetworkProfile:
+    """``python -m profilers.netprofile OPTIONS``, rank 0 and rank 1 on two nodes with node 0's
+    link shaped to ``rate_bps`` with a tbf bucket of ``burst_s`` at it: rank 0's profile."""
+    cluster = emulated_cluster(2, {0: rate_bps}, burst_s=burst_s)
     with cluster as bed, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"
-        options = (
-            f"--min-size={min_nbytes} --max-size={max_nbytes} --repeats={repeats} "
-            f"--warmup={warmup} --timeout={timeout_s}s --master-addr={bed.addrs[0]} "
-            f"--master-port={_PORT} --quiet"
-        ).split()
+        common = options.split() + (
+            f"--master-addr={bed.addrs[0]} --master-port={_PORT} --quiet".split()
+        )
         commands = [
             ["ip", "netns", "exec", bed.namespaces[rank], sys.executable, "-m"]
             + ["profilers.netprofile", f"--rank={rank}", f"--ifname={bed.ifname}"]
-            + options
+            + common
             + ([f"--out={out}"] if rank == 0 else [])
             for rank in (0, 1)
         ]
-        _run_ranks(commands, timeout_s * (n_sizes + 2))
+        _run_ranks(commands, limit_s)
         profile = load_network_profile(out)
     return dataclasses.replace(profile, endpoints=bed.describe(), source="<memory>")
 
@@ -163,7 +213,12 @@ def _with_effects(
         profile = dataclasses.replace(profile, flow_sharing=sharing)
     if not args.no_ring and args.ring_max >= 2:
         ring = ring_effect(
-            args.ring_max, link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say
+            args.ring_max,
+            link_rate_bps=rate_bps,
+            bandwidth_bps=profile.bandwidth_bps,
+            timeout_s=timeout_s,
+            note=args.note,
+            say=say,
         )
         profile = dataclasses.replace(profile, ring_goodput=ring)
     if not args.no_duplex:

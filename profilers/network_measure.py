@@ -13,7 +13,9 @@ hosts), what a profile of schema version 2 (:mod:`simcore.network`) records:
 4. what a parameter server's link carries with pulls and pushes at once, over one direction
    (:func:`profilers.distributed.link_duplex.measure_duplex`).
 
-``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` skip the slower parts.
+``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` skip the slower parts;
+``--keep-fit PROFILE`` keeps a profile's fit and CPU cost and measures only 2 to 4 (those not
+skipped) again.
 Between two hosts (``--rank``) only 1 is measured: 2 to 4 would measure this host's loopback,
 not the link.
 
@@ -30,11 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from simcore.errors import SgdsimError
+from simcore.errors import ConfigError, SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
 from simcore.network_effects import Duplex, FlowSharing, RingGoodput
-from simcore.network_io import save_network_profile
-from simcore.units import format_bandwidth, parse_duration, parse_size
+from simcore.network_io import load_network_profile, save_network_profile
+from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_duration, parse_size
 
 __all__ = [
     "MeasureOptions",
@@ -46,7 +48,10 @@ __all__ = [
 
 Progress = Callable[[int, int], None]
 Say = Callable[[str], None]
-RING_LAYER_NBYTES = (4 << 20,) * 4  # 16 MiB in four layers, all-reduced one after another
+# A model's layers, all-reduced one after another: 4 KiB to 4 MiB, two of each (16 MiB in 22
+# layers). The small ones' messages show the ring's fixed cost per message, the large ones its
+# bytes' rate; layers of one size could not tell the two apart.
+RING_LAYER_NBYTES = tuple(4096 << k for k in range(11) for _ in range(2))
 SHARING_MAX_NBYTES = 64 << 20  # per flow: four senders hold a payload each in memory
 
 
@@ -71,6 +76,9 @@ class MeasureOptions:
     ring_repeats: int = 5
     duplex: bool = True
     note: str = ""  # added to every method text, e.g. "the machine was busy with other jobs"
+    # A profile whose fit (and transfer CPU cost, which the ping-pong measures) to keep: no
+    # ping-pong runs, and the effects measured replace its own (those skipped stay).
+    keep_fit: str | None = None
 
 
 def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +121,12 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--note", default="", help="a note for the profile's methods, e.g. how busy the host was"
     )
+    parser.add_argument(
+        "--keep-fit",
+        metavar="PROFILE",
+        help="keep this profile's fit and transfer CPU cost (no ping-pong) and re-measure its "
+        "other effects; those skipped (--no-sharing, --no-ring, --no-duplex) stay as they are",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress or table")
 
 
@@ -133,6 +147,7 @@ def options_from_args(args: argparse.Namespace) -> MeasureOptions:
         ring_max=0 if args.no_ring else args.ring_max,
         duplex=not args.no_duplex,
         note=args.note,
+        keep_fit=args.keep_fit,
     )
 
 
@@ -153,6 +168,12 @@ def measure_profile(
     from profilers.netprofile import doubling_sizes, measure_network
 
     tell = say or (lambda _line: None)
+    if options.keep_fit is not None:
+        if options.rank is not None:
+            raise ConfigError("--keep-fit: measures this host's effects; not with --rank")
+        kept = load_network_profile(options.keep_fit)
+        tell(f"kept the fit and transfer CPU cost of {options.keep_fit}")
+        return _with_effects(dataclasses.replace(kept, source="<memory>"), options, tell)
     profile = measure_network(
         doubling_sizes(options.min_nbytes, options.max_nbytes),
         repeats=options.repeats,
@@ -174,6 +195,11 @@ def measure_profile(
         )
     if options.rank is not None:
         return profile  # the rest would measure this host's loopback, not the link
+    return _with_effects(profile, options, tell)
+
+
+def _with_effects(profile: NetworkProfile, options: MeasureOptions, tell: Say) -> NetworkProfile:
+    """``profile`` with the effects ``options`` ask for measured over loopback."""
     if options.sharing:
         seconds = min(options.sharing_seconds, 8 * SHARING_MAX_NBYTES / profile.bandwidth_bps)
         sharing = flow_sharing_effect(
@@ -188,6 +214,7 @@ def measure_profile(
     if options.ring_max >= 2:
         ring = ring_effect(
             options.ring_max,
+            bandwidth_bps=profile.bandwidth_bps,
             repeats=options.ring_repeats,
             timeout_s=options.timeout_s,
             note=options.note,
@@ -265,17 +292,25 @@ def ring_effect(
     ring_max: int,
     *,
     link_rate_bps: float | None = None,
+    bandwidth_bps: float | None = None,
     repeats: int = 5,
     timeout_s: float = 60.0,
     note: str = "",
     say: Say | None = None,
 ) -> RingGoodput:
     """A gloo ring AllReduce's goodput for W = 2..``ring_max`` over loopback, or on the
-    emulated cluster with every node's link shaped to ``link_rate_bps``."""
-    from profilers.distributed.ring_goodput import measure_ring_goodput
+    emulated cluster with every node's link shaped to ``link_rate_bps``.
+
+    Given the profile's ``bandwidth_bps`` (its one flow's rate), also the terms with which the
+    simulator predicts a ring as the validation does (version 4): the ring of two's fixed cost
+    per message beyond its bytes at that rate, each W's bytes' rate given that cost
+    (:func:`profilers.distributed.ring_goodput.ring_model_terms`), and a rank's CPU per byte it
+    sends or receives, from the ring of two's ranks' CPU time
+    (:meth:`~profilers.distributed.ring_goodput.RingGoodput.cpu_costs`)."""
+    from profilers.distributed.ring_goodput import measure_ring_goodput, ring_model_terms
 
     tell = say or (lambda _line: None)
-    points = []
+    rings = []
     for workers in range(2, ring_max + 1):
         ring = measure_ring_goodput(
             RING_LAYER_NBYTES,
@@ -284,19 +319,45 @@ def ring_effect(
             repeats=repeats,
             timeout_s=timeout_s,
         )
-        points.append((workers, ring.goodput_bps()))
+        rings.append(ring)
         tell(f"ring AllReduce W={workers}: {format_bandwidth(ring.goodput_bps())}")
     where = (
         "loopback"
         if link_rate_bps is None
         else f"every node's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
     )
+    sizes = f"{format_bytes(min(RING_LAYER_NBYTES))} to {format_bytes(max(RING_LAYER_NBYTES))}"
     method = (
         f"profilers.distributed.ring_goodput over {where}: gloo all_reduce of "
-        f"{len(RING_LAYER_NBYTES)} float32 buffers of {RING_LAYER_NBYTES[0]} B back to back, "
-        f"median of {repeats} after 2 warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
+        f"{len(RING_LAYER_NBYTES)} float32 buffers of {sizes} "
+        f"({format_bytes(sum(RING_LAYER_NBYTES))}) back to back, median of {repeats} after 2 "
+        "warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
     )
-    return RingGoodput(tuple(points), _noted(method, note), _now())
+    points = tuple((r.workers, r.goodput_bps()) for r in rings)
+    if bandwidth_bps is None:
+        return RingGoodput(points, _noted(method, note), _now())
+    terms = ring_model_terms(rings, bandwidth_bps)
+    cost = rings[0].cpu_costs()
+    method += (
+        f"; cost per message: the ring of 2's time beyond its bytes at the profile's "
+        f"{format_bandwidth(bandwidth_bps)}, over gloo's segments of at most "
+        f"{format_bytes(terms.segment_bytes)}; the bytes' rate per W: each ring's time beyond "
+        "that cost (at most the profile's bandwidth); CPU per byte: the ring of 2's ranks' CPU "
+        "time (all threads) alone, less its messages' share"
+    )
+    tell(
+        f"ring AllReduce: {format_seconds(terms.message_latency_s)} per message, "
+        + (f"CPU {cost.s_per_byte * 1e9:.3g} ns/B" if cost is not None else "CPU not measured")
+    )
+    return RingGoodput(
+        points,
+        _noted(method, note),
+        _now(),
+        message_latency_s=terms.message_latency_s,
+        cpu_s_per_byte=cost.s_per_byte if cost is not None else None,
+        segment_bytes=terms.segment_bytes,
+        bandwidths=terms.bandwidths,
+    )
 
 
 def duplex_effect(

@@ -56,7 +56,7 @@ from simcore.units import format_bandwidth, parse_bandwidth
 NAME = "testbed_segmentation"
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
-LAYER_NBYTES = (4 << 20,) * 4  # as `sgdsim network measure` times a ring
+LAYER_NBYTES = (4 << 20,) * 4  # large layers: the CPU per byte shows, not the messages'
 WHOLE_PACKETS = 2  # the other bucket holds this many GSO packets
 
 

@@ -13,7 +13,7 @@ import pytest
 from simcore.cli.main import main
 from simcore.link_settings import LinkSettings, Sourced
 from simcore.network import network_profile_to_dict
-from simcore.network_effects import EFFECT_KEYS, FlowSharing, RingGoodput, TransferCpu
+from simcore.network_effects import EFFECT_KEYS, Duplex, FlowSharing, RingGoodput, TransferCpu
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.sim import SimulationConfig
 
@@ -32,6 +32,7 @@ def profile_path(tmp_path: Path) -> Path:
         flow_sharing=FlowSharing(CV, method="test"),
         transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
         ring_goodput=RingGoodput(RING, method="test"),
+        duplex=Duplex(1.78, method="test"),  # not the sample's, which a re-measurement moves
     )
     return save_network_profile(measured, tmp_path / "full.json")
 

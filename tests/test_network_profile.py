@@ -500,7 +500,14 @@ def test_netns_testbed_measures_the_shaped_rate(namespaces_made: list[str]) -> N
     # of the rate still catches a wrong unit, such as bytes taken for bits (8x).
     assert 0.25e9 <= profile.bandwidth_bps <= 1.05e9
     assert "tbf" in profile.endpoints
-    assert len(namespaces_made) == 3  # two nodes and their bridge, gone afterwards (the fixture)
+    # The CPU cost on a second pair of nodes, with the validation cluster's 1 ms bucket, which
+    # at 1 Gbit/s passes TCP's GSO packets whole (the fit's 100 us bucket would split them).
+    assert profile.transfer_cpu is not None and profile.transfer_cpu.s_per_byte >= 0
+    assert "the validation cluster's tbf bucket (1 ms at the rate, 125000 B" in (
+        profile.transfer_cpu.method
+    )
+    assert "it passes them whole" in profile.transfer_cpu.method
+    assert len(namespaces_made) == 6  # two nodes and their bridge twice, gone afterwards
 
 
 def test_testbed_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -582,7 +589,17 @@ def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
     for method in (profile.method, profile.transfer_cpu.method, profile.ring_goodput.method):
         assert method.endswith("; test run")
     assert any(line.startswith("ring AllReduce W=3: ") for line in lines)
-    loaded = load_network_profile(save_network_profile(profile, tmp_path / "lo.json"))
+    # The terms the validation's ring model takes (version 4), as the validation derives them.
+    ring = profile.ring_goodput
+    assert ring.message_latency_s is not None and ring.message_latency_s >= 0
+    assert ring.segment_bytes == 1 << 20 and ring.cpu_s_per_byte is not None
+    assert ring.cpu_s_per_byte >= 0
+    assert [w for w, _ in ring.bandwidths] == [2, 3]
+    assert all(0 < bps <= profile.bandwidth_bps for _, bps in ring.bandwidths)
+    assert any(line.startswith("ring AllReduce: ") and "per message" in line for line in lines)
+    path = save_network_profile(profile, tmp_path / "lo.json")
+    assert json.loads(path.read_text("utf-8"))["schema_version"] == 4
+    loaded = load_network_profile(path)
     assert dataclasses.replace(loaded, source=profile.source) == profile
 
 
@@ -596,3 +613,33 @@ def test_measure_options_skip_the_slower_parts() -> None:
     options = options_from_args(parser.parse_args(["--no-cpu", "--no-sharing", "--no-ring"]))
     assert (options.cpu_repeats, options.sharing, options.ring_max) == (0, False, 0)
     assert options_from_args(parser.parse_args([])).ring_max == 4
+
+
+@pytest.mark.slow
+def test_keep_fit_measures_only_the_effects_again(tmp_path: Path) -> None:
+    from profilers.network_measure import MeasureOptions, measure_profile
+
+    kept = load_network_profile("loopback")
+    options = MeasureOptions(sharing=False, duplex=False, ring_max=2, ring_repeats=2)
+    lines: list[str] = []
+    profile = measure_profile(dataclasses.replace(options, keep_fit="loopback"), say=lines.append)
+    assert lines[0] == "kept the fit and transfer CPU cost of loopback"
+    # The fit, its samples and the CPU cost as they were; no ping-pong ran.
+    assert (profile.latency_s, profile.bandwidth_bps, profile.samples) == (
+        kept.latency_s,
+        kept.bandwidth_bps,
+        kept.samples,
+    )
+    assert profile.transfer_cpu == kept.transfer_cpu
+    assert profile.duplex == kept.duplex and profile.flow_sharing == kept.flow_sharing
+    ring = profile.ring_goodput
+    assert ring is not None and [w for w, _ in ring.points] == [2]
+    assert ring.message_latency_s is not None and ring.bandwidths == ()  # one ring: no rate per W
+    assert ring.created_utc != (kept.ring_goodput.created_utc if kept.ring_goodput else "")
+
+
+def test_keep_fit_is_for_this_host_not_a_rank() -> None:
+    from profilers.network_measure import MeasureOptions, measure_profile
+
+    with pytest.raises(ConfigError, match=r"--keep-fit: .*not with --rank"):
+        measure_profile(MeasureOptions(keep_fit="loopback", rank=0))

@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 
 from profilers.distributed.ring_goodput import (
+    GLOO_SEGMENT_BYTES,
     RingCpuCost,
     RingGoodput,
+    RingModelTerms,
     measure_ring_goodput,
     ring_goodput_text,
+    ring_model_terms,
 )
 from simcore.errors import ConfigError
 
@@ -76,6 +79,26 @@ def test_a_rings_bytes_rate_is_its_time_beyond_the_messages_cost() -> None:
     two = RingGoodput(2, (layer,), (0.09, 0.1, 0.11))
     alpha = two.message_latency_s(5e8)
     assert two.bytes_bandwidth_bps(5e8, alpha) == pytest.approx(5e8)
+
+
+def test_the_ring_models_terms_come_from_the_fewest_ranks_then_each_w() -> None:
+    # One 4 MiB layer over 500 Mbit/s. W = 2: 4 segments, 4 messages; 2 * 1/2 * 8 * 4 MiB =
+    # 33.55 Mbit cross each link, 67.1 ms at the rate; 4 ms more in 71.1 ms: 1 ms a message.
+    # W = 4: 12 messages, 12 ms of 132.7 ms; 50.33 Mbit in the other 120.7 ms: 417 Mbit/s.
+    layer = 4 << 20
+    bits2, bits4 = 8 * layer, 2 * 3 / 4 * 8 * layer
+    two = RingGoodput(2, (layer,), (bits2 / 5e8 + 0.004,))
+    four = RingGoodput(4, (layer,), (bits4 / 417e6 + 0.012,))
+    terms = ring_model_terms([two, four], 5e8)
+    assert terms.message_latency_s == pytest.approx(1e-3)
+    assert terms.segment_bytes == GLOO_SEGMENT_BYTES
+    assert [w for w, _ in terms.bandwidths] == [2, 4]
+    assert terms.bandwidths[0][1] == pytest.approx(5e8)  # the ring the cost came from
+    assert terms.bandwidths[1][1] == pytest.approx(417e6)
+    # one ring: its cost per message, no rate per W; none: nothing to derive
+    assert ring_model_terms([two], 5e8) == RingModelTerms(terms.message_latency_s, 1 << 20, ())
+    with pytest.raises(ConfigError, match="no ring was timed"):
+        ring_model_terms([], 5e8)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, ring_cpu_work
 from profilers.distributed.measurements import Measurements
-from profilers.distributed.ring_goodput import GLOO_SEGMENT_BYTES
+from profilers.distributed.ring_goodput import ring_model_terms
 from profilers.distributed.transfer_latency import LatencyFit
 from simcore.errors import ConfigError
 from simcore.network import NetworkProfile
@@ -96,17 +96,17 @@ def measured_network_profile(
         latency = cpu = segments = None
         bandwidths: tuple[tuple[int, float], ...] = ()
         if sharing is not None:
-            segments = GLOO_SEGMENT_BYTES  # what the ring's runs and the simulator send
-            latency = fewest.message_latency_s(sharing.goodput_bps(), segments)
+            terms = ring_model_terms(rings, sharing.goodput_bps())
+            latency, segments, bandwidths = (
+                terms.message_latency_s,
+                terms.segment_bytes,
+                terms.bandwidths,
+            )
             method += (
                 f"; cost per message: the ring of {fewest.workers}'s time beyond the bytes at "
                 "one flow's goodput, over gloo's segments of at most 1 MiB"
             )
-            if len(rings) > 1:
-                bandwidths = tuple(
-                    (r.workers, r.bytes_bandwidth_bps(sharing.goodput_bps(), latency, segments))
-                    for r in rings
-                )
+            if bandwidths:
                 method += (
                     "; the bytes' rate per W: each ring's time beyond that cost per message "
                     "(at most one flow's goodput)"

@@ -32,8 +32,10 @@ __all__ = [
     "GLOO_SEGMENT_BYTES",
     "RingCpuCost",
     "RingGoodput",
+    "RingModelTerms",
     "measure_ring_goodput",
     "ring_goodput_text",
+    "ring_model_terms",
 ]
 
 _GRACE_S = 10.0  # beyond gloo's own timeout, before the parent gives up on a silent rank
@@ -143,6 +145,35 @@ class RingGoodput:
         if beyond <= 0:
             return link_bps  # the messages' cost is all of the time: nothing says the bytes slowed
         return min(link_bps, self.bits_per_link / beyond)
+
+
+@dataclass(frozen=True)
+class RingModelTerms:
+    """What the simulator's ring takes from rings timed alone (``network_effects.RingGoodput``'s
+    version 3 and 4 terms): the fixed cost of each of its messages, gloo's segments that cost
+    was counted over, and the rate each W's bytes moved at given that cost (empty with one
+    ring)."""
+
+    message_latency_s: float
+    segment_bytes: float
+    bandwidths: tuple[tuple[int, float], ...]
+
+
+def ring_model_terms(rings: Sequence[RingGoodput], link_bps: float) -> RingModelTerms:
+    """The terms of ``rings`` (timed alone, fewest ranks first) over a link whose one flow
+    moves ``link_bps``: the ring of fewest ranks' time beyond its bytes at that rate, per
+    message (:meth:`RingGoodput.message_latency_s`), and with more than one ring each one's
+    bytes' rate given that cost (:meth:`RingGoodput.bytes_bandwidth_bps`, at most
+    ``link_bps``). The validation and ``sgdsim network measure`` derive them alike."""
+    if not rings:
+        raise ConfigError("ring model terms: no ring was timed")
+    latency = rings[0].message_latency_s(link_bps, GLOO_SEGMENT_BYTES)
+    bandwidths: tuple[tuple[int, float], ...] = ()
+    if len(rings) > 1:
+        bandwidths = tuple(
+            (r.workers, r.bytes_bandwidth_bps(link_bps, latency, GLOO_SEGMENT_BYTES)) for r in rings
+        )
+    return RingModelTerms(latency, GLOO_SEGMENT_BYTES, bandwidths)
 
 
 def ring_goodput_text(ring: RingGoodput, one_flow_bps: float | None = None) -> str:
