@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.netns import enter_namespace
-from profilers.netns_cluster import emulated_cluster
+from profilers.netns_cluster import BURST_S, emulated_cluster
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.units import format_bandwidth, parse_bandwidth
 
@@ -242,6 +242,7 @@ def measure_link_sharing(
     repeats: int = 3,
     timeout_s: float = 60.0,
     shaped: bool = True,
+    burst_s: float = BURST_S,
 ) -> LinkSharingReport:
     """Shape a node's link to ``rate_bps`` and time concurrent flows through it (module doc).
 
@@ -261,6 +262,8 @@ def measure_link_sharing(
     shaped : bool
         True: on the emulated cluster (root), node 0's link shaped to ``rate_bps``. False: over
         loopback, unshaped (anyone, anywhere).
+    burst_s : float
+        The shaped link's tbf bucket, as time at ``rate_bps`` (the cluster's default).
 
     Raises
     ------
@@ -278,7 +281,7 @@ def measure_link_sharing(
         loopback = _Nodes(("127.0.0.1",) * nodes)
         trials = _trials(loopback, flows, nbytes, repeats, timeout_s, seconds_per_flow)
         return LinkSharingReport(rate_bps, trials, shaped=False)
-    with emulated_cluster(nodes, {0: rate_bps}) as cluster:
+    with emulated_cluster(nodes, {0: rate_bps}, burst_s=burst_s) as cluster:
         in_cluster = _Nodes(cluster.addrs, cluster.namespaces)
         trials = _trials(in_cluster, flows, nbytes, repeats, timeout_s, seconds_per_flow)
     return LinkSharingReport(rate_bps, trials)

@@ -4,6 +4,7 @@ the testbed's descriptions say about it, and what it costs a ring's ranks
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,20 @@ def test_splitting_gso_packets_costs_a_rings_ranks_many_times_the_cpu(
     assert f"{split:.1f}-{split:.1f} ns of CPU per byte" in out
     # A second run does not overwrite the first's files without --force.
     assert scenario.main([*argv, "--quiet"]) == 1
+
+
+@pytest.mark.slow
+def test_a_validation_says_whether_its_testbed_split_gso_packets() -> None:
+    from profilers.distributed.campaign import campaign_files
+    from profilers.distributed.measurements import load_measurements
+    from profilers.distributed.validation import assess, report_text
+
+    files = dict(campaign_files(["check-rings-2"]))
+    runs = load_measurements(files["check-rings-2/resnet8-b16-300-layerwise.json.gz"])
+    assert runs.link_rate_bps == 300e6 and runs.link_burst_s == BURST_S
+    text = report_text(assess(runs, ideal=False))
+    assert "(tbf's bucket of 36.6 KiB splits TCP's GSO packets" in text
+    wide = dataclasses.replace(runs, link_burst_s=4e-3)  # as `--testbed-burst 4ms` records it
+    text = report_text(assess(wide, ideal=False))
+    assert "links shaped to 300 Mbit/s (tbf's bucket 146 KiB, 4 ms at the rate)" in text
+    assert "splits" not in text

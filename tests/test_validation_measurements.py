@@ -34,6 +34,7 @@ from profilers.link_sharing import (
     sharing_from_dict,
     sharing_to_dict,
 )
+from profilers.netns_cluster import BURST_S
 from simcore.errors import ConfigError
 
 
@@ -204,6 +205,34 @@ def test_further_profile_runs_come_back_and_older_files_have_none() -> None:
     other["solo_more"] = {}
     with pytest.raises(ConfigError, match=r"m\.json: solo_more: expected a list of runs"):
         measurements_from_dict(other, "m.json")
+
+
+def test_the_testbeds_bucket_comes_back_and_older_files_have_the_default() -> None:
+    m = dataclasses.replace(measurements(), link_burst_s=4e-3)
+    data = measurements_to_dict(m)
+    assert data["link_burst_s"] == 4e-3
+    assert measurements_from_dict(json.loads(json.dumps(data))).link_burst_s == 4e-3
+    # The cluster's own bucket is not written, and a file without one had it (every kept
+    # campaign: 1 ms).
+    default = measurements_to_dict(measurements())
+    assert "link_burst_s" not in default
+    assert measurements_from_dict(default).link_burst_s == BURST_S == 1e-3
+    for bad in (0, -1e-3, "wide"):
+        with pytest.raises(ConfigError, match=r"m\.json: .*link_burst_s"):
+            measurements_from_dict({**data, "link_burst_s": bad}, "m.json")
+
+
+def test_the_cli_refuses_a_bucket_without_a_testbed(capsys: pytest.CaptureFixture[str]) -> None:
+    from simcore.cli.main import main
+
+    for argv, says in (
+        (["--testbed-burst", "4ms"], "--testbed-burst: only with --testbed"),
+        (["--testbed", "300Mbit/s", "--testbed-burst", "0"], "--testbed-burst: '0' must be > 0"),
+        (["--testbed", "300Mbit/s", "--testbed-burst", "2s"], "--testbed-burst: must be"),
+        (["--testbed", "300Mbit/s", "--testbed-burst", "wide"], "--testbed-burst"),
+    ):
+        assert main(["validate", *argv]) == 1
+        assert says in capsys.readouterr().err
 
 
 def test_the_cli_defaults_are_the_librarys() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.distributed.testbed import Testbed, available_cores
-from profilers.netns_cluster import EmulatedCluster, emulated_cluster
+from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.units import format_bandwidth
 
@@ -126,12 +126,13 @@ def measure_duplex(
     repeats: int = 8,
     warmup: int = 1,
     timeout_s: float = 60.0,
+    burst_s: float = BURST_S,
 ) -> DuplexReport:
     """Time pushes, pulls and both at once between a server and ``workers`` workers (module).
 
     ``nbytes`` per transfer; None: ``seconds_per_transfer`` at ``link_rate_bps`` (at 1 Gbit/s
     on loopback). ``link_rate_bps``: on the emulated cluster (root) with the server's link
-    shaped to it; None: over loopback.
+    shaped to it (its tbf bucket ``burst_s`` at the rate); None: over loopback.
 
     Raises
     ------
@@ -149,7 +150,7 @@ def measure_duplex(
     if link_rate_bps is None:
         times = _run(workers, nbytes, None, repeats, warmup, timeout_s)
     else:
-        with emulated_cluster(workers + 1, {0: link_rate_bps}) as cluster:
+        with emulated_cluster(workers + 1, {0: link_rate_bps}, burst_s=burst_s) as cluster:
             times = _run(workers, nbytes, cluster, repeats, warmup, timeout_s)
     return DuplexReport(workers, nbytes, *times, link_rate_bps)
 

@@ -8,6 +8,8 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
     {"schema": "sgdsim.validation_measurements", "schema_version": 1,
      "base": {RunConfig of the runs: model, batch, steps, warm-up, overlap, threads, seed},
      "link_rate_bps": 1e8 | null,          # the testbed's shaped rate; null: loopback
+     "link_burst_s": 0.004,                # optional: its tbf bucket as time at the rate
+                                           # (since 2026-11-28; absent: 0.001, the default)
      "cores": [0, 1],                      # the cores the runs used (servers pinned to the first)
      "link_sharing": {...} | null,         # profilers.link_sharing.sharing_to_dict
      "ring_goodput": {"workers": 2, "layer_nbytes": [...], "times_s": [...],
@@ -50,6 +52,7 @@ from profilers.distributed.records import (
 )
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
+from profilers.netns_cluster import BURST_S
 from simcore.errors import ConfigError
 from simcore.files import atomic_output, read_json_file
 
@@ -105,6 +108,9 @@ class Measurements:
     solo_more: tuple[RunResult, ...] = ()
     alone_more: tuple[RunResult, ...] = ()
     rings: tuple[RingGoodput, ...] = ()
+    # The testbed's tbf bucket, as time at the link's rate (netns_cluster.BURST_S unless
+    # `sgdsim validate --testbed-burst` chose another).
+    link_burst_s: float = BURST_S
 
     @property
     def ring_set(self) -> tuple[RingGoodput, ...]:
@@ -191,6 +197,7 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "base": config_to_dict(m.base),
         "link_rate_bps": m.link_rate_bps,
+        **({"link_burst_s": m.link_burst_s} if m.link_burst_s != BURST_S else {}),
         "cores": list(m.cores),
         "link_sharing": None if m.sharing is None else sharing_to_dict(m.sharing),
         "ring_goodput": None if m.ring is None else _ring_to_dict(m.ring),
@@ -282,8 +289,11 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
     try:
         cores = tuple(int(c) for c in data["cores"])
         link_rate = None if rate is None else float(rate)
+        burst = float(data.get("link_burst_s", BURST_S))
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"{source}: cores or link_rate_bps: {err}") from None
+        raise ConfigError(f"{source}: cores, link_rate_bps or link_burst_s: {err}") from None
+    if not burst > 0:
+        raise ConfigError(f"{source}: link_burst_s: must be > 0 seconds, got {burst}")
     if not cores:
         raise ConfigError(f"{source}: cores: empty")
     ring = data.get("ring_goodput")
@@ -310,6 +320,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         solo_more=solo_more,
         alone_more=alone_more,
         rings=rings,
+        link_burst_s=burst,
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.records import RunResult
 from profilers.distributed.spawn import ProgressEvent, run_distributed
-from profilers.netns_cluster import emulated_cluster
+from profilers.netns_cluster import BURST_S, emulated_cluster
 from simcore.errors import ConfigError
 
 __all__ = ["Testbed", "available_cores"]
@@ -45,6 +45,7 @@ class Testbed:
     link_rate_bps: float | None = None
     cores: tuple[int, ...] = field(default_factory=lambda: available_cores())
     worker_rate_bps: float | None = None  # also shape each PS worker's link (its NIC) to this
+    burst_s: float = BURST_S  # each shaped link's tbf bucket, as time at its rate
 
     def server_core(self, arch: Architecture) -> bool:
         """Whether the servers of ``arch`` get the first core to themselves."""
@@ -75,7 +76,7 @@ class Testbed:
         shaped = self.shaped_bps(config)
         if shaped is None:
             return run_distributed(config, progress, cpus=cpus)
-        with emulated_cluster(config.world_size, shaped) as cluster:
+        with emulated_cluster(config.world_size, shaped, burst_s=self.burst_s) as cluster:
             return run_distributed(config, progress, cluster=cluster, cpus=cpus)
 
     def shaped_bps(self, config: RunConfig) -> dict[int, float] | None:

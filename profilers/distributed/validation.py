@@ -299,6 +299,7 @@ def measure(
     warmup: int = 10,
     overlap: str = "layerwise",
     link_rate_bps: float | None = None,
+    link_burst_s: float = BURST_S,
     threads: int = 1,
     seed: int = 0,
     profile_runs: int = PROFILE_RUNS,
@@ -320,6 +321,9 @@ def measure(
     link_rate_bps : run on the emulated cluster (:mod:`profilers.netns_cluster`, needs root)
         with the parameter server's link, or every worker's link for ring AllReduce, shaped to
         this rate; None: every rank on loopback, unshaped.
+    link_burst_s : the shaped links' tbf bucket, as time at the rate (the cluster's 1 ms: below
+        ~545 Mbit/s it splits TCP's GSO packets, which costs the ranks CPU a real NIC would
+        not; ``scenarios/testbed_segmentation.py``).
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
     profile_runs : one-worker runs of each kind (the profile, the computation alone), taken in
         turns; the profile pools their steps.
@@ -337,6 +341,8 @@ def measure(
             f"workers_max, repetitions and profile_runs must be >= 1, got {workers_max}, "
             f"{repetitions}, {profile_runs}"
         )
+    if not link_burst_s > 0:
+        raise ConfigError(f"link_burst_s: must be > 0 seconds, got {link_burst_s}")
     say = progress or (lambda _line: None)
     base = RunConfig(
         model,
@@ -348,10 +354,10 @@ def measure(
         seed=seed,
     )
     archs = [Architecture(name) for name in architectures]
-    testbed = Testbed(link_rate_bps, available_cores())
+    testbed = Testbed(link_rate_bps, available_cores(), burst_s=link_burst_s)
     sharing = None
     if link_rate_bps is not None:
-        sharing = measure_link_sharing(link_rate_bps)
+        sharing = measure_link_sharing(link_rate_bps, burst_s=link_burst_s)
         say(link_sharing_text(sharing))
     solos, alones = [], []
     for _ in range(profile_runs):  # in turns: a drift of the machine touches both kinds alike
@@ -374,12 +380,15 @@ def measure(
                     tuple(solo.layer_nbytes.values()),
                     workers=ring_workers,
                     link_rate_bps=link_rate_bps,
+                    burst_s=link_burst_s,
                 )
             )
             say(ring_goodput_text(rings[-1], sharing.goodput_bps() if sharing else None))
     duplex = None
     if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
-        duplex = measure_duplex(link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS)
+        duplex = measure_duplex(
+            link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS, burst_s=link_burst_s
+        )
         say(duplex_text(duplex))
     measured = Measurements(
         base,
@@ -394,6 +403,7 @@ def measure(
         solo_more=tuple(solos[1:]),
         alone_more=tuple(alones[1:]),
         rings=tuple(rings),
+        link_burst_s=link_burst_s,
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
@@ -1039,13 +1049,18 @@ def report_text(report: ValidationReport) -> str:
     """The setup line, the tables and the mean and maximum absolute error of each predictor."""
     where = "loopback"
     if report.link_rate_bps is not None:
-        where = f"emulated cluster, links shaped to {format_bandwidth(report.link_rate_bps)}"
-        if tbf_segments_gso(report.link_rate_bps, BURST_S):
+        rate = report.link_rate_bps
+        where = f"emulated cluster, links shaped to {format_bandwidth(rate)}"
+        burst = report.measurements.link_burst_s if report.measurements else BURST_S
+        bucket = format_bytes(tbf_burst_nbytes(rate, burst))
+        if tbf_segments_gso(rate, burst):
             where += (
-                f" (tbf's bucket of {format_bytes(tbf_burst_nbytes(report.link_rate_bps, BURST_S))}"
-                " splits TCP's GSO packets: every byte costs the ranks' CPU an order of magnitude "
-                "more than a real NIC would; scenarios/testbed_segmentation.py)"
+                f" (tbf's bucket of {bucket} splits TCP's GSO packets: every byte costs the "
+                "ranks' CPU an order of magnitude more than a real NIC would; "
+                "scenarios/testbed_segmentation.py)"
             )
+        elif burst != BURST_S:
+            where += f" (tbf's bucket {bucket}, {burst * 1e3:g} ms at the rate)"
     lines = [
         f"{report.model_name}, batch {report.batch_size}/worker; {where}; predicted with a link "
         f"of {format_bandwidth(report.bandwidth_bps)}, flow weight cv "

@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simcore.cli.guards import check_range
 from simcore.cli.link_options import link_settings
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import check_output
 from simcore.report.output import print_json
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.sim.config import PARSE_PLACEMENTS
-from simcore.units import parse_bandwidth
+from simcore.units import parse_bandwidth, parse_duration
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -97,6 +98,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="run every rank in a network namespace of its own with the server's link (ring: "
         "every worker's) shaped to RATE, e.g. 100Mbit/s, after measuring that link (flow "
         "shares, duplex, and a ring alone for every W); needs root (default: loopback)",
+    )
+    p.add_argument(
+        "--testbed-burst",
+        metavar="TIME",
+        help="--testbed: each shaped link's tbf bucket as time at RATE (default 1ms). Below "
+        "~545 Mbit/s 1ms is smaller than one of TCP's 64 KiB GSO packets, and tbf then "
+        "segments every send in software, which costs the ranks CPU a real NIC's offload "
+        "would not (scenarios/testbed_segmentation.py); e.g. 4ms keeps them whole from "
+        "~140 Mbit/s, at the price of letting 4ms of bytes through at once",
     )
     p.add_argument(
         "--threads",
@@ -276,6 +286,13 @@ def validate_with(
         measured = load_measurements(args.from_runs[0])
         return assess(measured, link=link, progress=progress, ring_cpu_placement=args.ring_cpu_work)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
+    burst: dict[str, float] = {}  # default: the emulated cluster's own bucket
+    if args.testbed_burst is not None:
+        if rate is None:
+            raise ConfigError("--testbed-burst: only with --testbed (the shaped links' bucket)")
+        seconds = parse_duration(args.testbed_burst, name="--testbed-burst", default_unit="ms")
+        check_range("--testbed-burst", seconds, 0, 1.0, low_open=True)
+        burst["link_burst_s"] = seconds
     return validate(
         args.model,
         batch_size=args.batch_size,
@@ -293,6 +310,7 @@ def validate_with(
         progress=progress,
         checkpoint=checkpoint,
         ring_cpu_placement=args.ring_cpu_work,
+        **burst,
     )
 
 
