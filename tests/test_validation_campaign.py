@@ -476,6 +476,9 @@ def test_validate_json_says_which_measurement_a_rings_cpu_work_came_from(
     assert work["s_per_byte"] == own.s_per_byte > work["from_runs_s_per_byte"] >= 0
     ns = f"{own.s_per_byte * 1e9:.3g} ns"
     assert f"the ring of two's ranks' CPU time alone: {ns}" in doc["context"]["link"]
+    # The testbed's links: 300 Mbit/s, with the cluster's 1 ms bucket (the file names none).
+    assert doc["context"]["testbed_link_rate_bps"] == 300e6
+    assert doc["context"]["testbed_burst_s"] == 1e-3
     # A profile's value (here: none, from --comm-cpu) replaces the measurement: nothing to say.
     assert main(["validate", "--from-runs", str(path), "--json", "--quiet", "--comm-cpu", "3"]) == 0
     assert output(capsys.readouterr().out)["context"]["ring_cpu_work"] is None
