@@ -1,7 +1,8 @@
 """``sgdsim network measure`` (and ``python -m profilers.netprofile``): a whole network profile.
 
 Measures, between two ranks of this machine over loopback (or, with ``--rank``, between two
-hosts), what a profile of schema version 2 (:mod:`simcore.network`) records:
+hosts), what a network profile (:mod:`simcore.network`; schema version 4 with a ring's terms)
+records:
 
 1. the ping-pong fit, latency and bandwidth (:func:`profilers.netprofile.measure_network`), and
    the transfers' CPU cost per byte (``--cpu-repeats`` round trips of the largest message);
@@ -9,7 +10,9 @@ hosts), what a profile of schema version 2 (:mod:`simcore.network`) records:
    measure_link_sharing` over loopback, flows sized by the fitted bandwidth): the simulator's
    ``flow_weight_cv``, pooled and per direction;
 3. a gloo ring AllReduce's goodput for W = 2..``--ring-max`` ranks
-   (:func:`profilers.distributed.ring_goodput.measure_ring_goodput`);
+   (:func:`profilers.distributed.ring_goodput.measure_ring_goodput`), with the terms the
+   simulator's ring takes from it: the cost per message, each W's bytes' rate and the CPU per
+   byte (:func:`ring_effect`);
 4. what a parameter server's link carries with pulls and pushes at once, over one direction
    (:func:`profilers.distributed.link_duplex.measure_duplex`).
 
