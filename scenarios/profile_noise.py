@@ -46,6 +46,7 @@ from simcore.report.scenario import (
     add_from_runs_option,
     add_output_options,
     bare_scenario_parser,
+    progress_printer,
 )
 from simcore.report.table import Column, Table
 from simcore.units import format_bandwidth
@@ -255,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> None:
         out = ScenarioOutput(args.out, [CSV_FILE, SUMMARY_FILE, FIGURE_FILE], force=args.force)
-        say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+        say = progress_printer(args)
         results, left_out = assess_profile_noise(args.from_runs, progress=say)
         if left_out:
             print(f"left out (one profile run of each kind): {', '.join(left_out)}\n")

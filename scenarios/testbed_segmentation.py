@@ -48,6 +48,7 @@ from simcore.report.scenario import (
     add_output_options,
     bare_scenario_parser,
     positive_int,
+    progress_printer,
     worker_list,
 )
 from simcore.report.table import Column, Table
@@ -231,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> None:
         check_permitted(NAME)
         out = ScenarioOutput(args.out, [CSV_FILE, FIGURE_FILE], force=args.force)
-        say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+        say = progress_printer(args)
         rows = measure(args.rates, args.workers, args.repeats, say)
         result = table(rows)
         print(result.text())

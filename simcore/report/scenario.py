@@ -287,6 +287,13 @@ class ScenarioOutput:
         return "\n".join(f"wrote {p}" for p in self.written)
 
 
+def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Where a scenario's progress lines go: stderr, as they come, unless ``--quiet``."""
+    if args.quiet:
+        return None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
 def finding_line(sentence: str) -> str:
     """``finding: SENTENCE``, the line in which a scenario states its answer: one sentence (one
     line, ending with a full stop, none inside); details go on the lines after it.
