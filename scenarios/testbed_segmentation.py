@@ -79,8 +79,7 @@ class RingRow(NamedTuple):
     @property
     def cpu_s_per_byte(self) -> float:
         """A rank's CPU per byte it sent or received, in the single all-reduce of all bytes."""
-        moved = 2 * self.ring.bits_per_link / 8
-        return statistics.median(self.ring.flat_cpu_s) / moved
+        return statistics.median(self.ring.flat_cpu_s) / self.ring.nbytes_moved
 
     @property
     def cores(self) -> float:

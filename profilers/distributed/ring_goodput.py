@@ -92,14 +92,19 @@ class RingGoodput:
         flat_messages = ring_message_count(sum(self.layer_nbytes), self.workers, GLOO_SEGMENT_BYTES)
         extra = self.messages - flat_messages
         per_message = max(layered - flat, 0.0) / extra if extra else 0.0
-        moved = 2 * self.bits_per_link / 8  # sent and received
-        per_byte = max(flat - flat_messages * per_message, 0.0) / moved
+        per_byte = max(flat - flat_messages * per_message, 0.0) / self.nbytes_moved
         return RingCpuCost(per_byte, per_message, layered, flat)
 
     @property
     def bits_per_link(self) -> float:
         """Bits each worker sends in one repetition: 2(W-1)/W of the layers' bytes."""
         return 2 * (self.workers - 1) / self.workers * 8 * sum(self.layer_nbytes)
+
+    @property
+    def nbytes_moved(self) -> float:
+        """Bytes each rank sends and receives in one repetition (twice :attr:`bits_per_link`'s
+        bytes): what a rank's CPU cost per byte is over."""
+        return 2 * self.bits_per_link / 8
 
     def goodput_bps(self) -> float:
         """The bandwidth the ring's formula implies: bits per link over the median time."""

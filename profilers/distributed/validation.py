@@ -238,6 +238,14 @@ class ValidationReport:
     # a ring rank's CPU work per byte and what it was taken from; None: given, or no ring
     ring_cpu_work: RingCpuWork | None = None
 
+    @property
+    def testbed_burst_s(self) -> float | None:
+        """The shaped links' tbf bucket as time at their rate, as the measurements recorded
+        it; None on loopback or without the measurements."""
+        if self.link_rate_bps is None or self.measurements is None:
+            return None
+        return self.measurements.link_burst_s
+
     def abs_errors(self, predictor: str) -> list[float]:
         """|error| of ``predictor`` (``simulated``, ``simulated_ideal``, ``coarse``)."""
         return [abs(p.error(getattr(p, predictor))) for p in self.points]
@@ -1051,7 +1059,7 @@ def report_text(report: ValidationReport) -> str:
     if report.link_rate_bps is not None:
         rate = report.link_rate_bps
         where = f"emulated cluster, links shaped to {format_bandwidth(rate)}"
-        burst = report.measurements.link_burst_s if report.measurements else BURST_S
+        burst = report.testbed_burst_s or BURST_S  # (a report without its measurements)
         bucket = format_bytes(tbf_burst_nbytes(rate, burst))
         if tbf_segments_gso(rate, burst):
             where += (

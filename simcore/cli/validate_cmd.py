@@ -423,11 +423,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "solo_examples_per_s": report.solo_examples_per_s,
         "solo_simulated_examples_per_s": report.solo_simulated,
         "testbed_link_rate_bps": report.link_rate_bps,
-        "testbed_burst_s": (
-            report.measurements.link_burst_s
-            if report.link_rate_bps is not None and report.measurements is not None
-            else None
-        ),
+        "testbed_burst_s": report.testbed_burst_s,
         "flow_weight_cv": report.flow_weight_cv,
         "link": report.link_text,
         "comm_cpu": None if report.comm_cpu is None else dataclasses.asdict(report.comm_cpu),
