@@ -402,6 +402,7 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives(campaign: str, labe
         ("check-400", 4e8, "| 400 Mbit/s, batch 16 (check-400) |"),
         ("check-250", 2.5e8, "| 250 Mbit/s, batch 24 (check-250) |"),
         ("check-450", 4.5e8, "| 450 Mbit/s, batch 24 (check-450) |"),
+        ("check-200", 2e8, "| 200 Mbit/s, batch 16 (check-200) |"),
     ],
 )
 def test_the_readme_check_rows_are_what_the_shipped_checks_give(
