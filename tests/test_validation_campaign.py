@@ -128,6 +128,19 @@ def test_a_folder_is_every_saved_runs_file_in_it_in_order(tmp_path: Path) -> Non
         campaign_files([str(tmp_path / "empty")])
 
 
+def test_validate_names_the_shipped_campaigns_when_from_runs_names_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped campaign name given to ``sgdsim validate --from-runs``: one line listing the
+    shipped campaigns, as the campaign scenario gives it, not a bare "no such file"."""
+    missing = str(tmp_path / "check-999")
+    assert main(["validate", "--from-runs", missing, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "no such file or folder, and not a shipped campaign" in err
+    assert all(name in err for name in shipped_campaigns())
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_summary_is_the_mean_and_max_of_the_points_it_covers(tmp_path: Path) -> None:
     folder, saved = _campaign(tmp_path)
     report = assess_campaign([str(folder)], fit_rate_bps=1e8)

@@ -283,6 +283,10 @@ def validate_with(
                 f"--from-runs: one file of saved runs here; several, a folder or a shipped "
                 f"campaign ({' '.join(args.from_runs)}): python scenarios/validation_campaign.py"
             )
+        if not Path(args.from_runs[0]).exists():
+            from profilers.distributed.campaign import unknown_runs_error
+
+            raise unknown_runs_error(args.from_runs[0])
         measured = load_measurements(args.from_runs[0])
         return assess(measured, link=link, progress=progress, ring_cpu_placement=args.ring_cpu_work)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
