@@ -48,7 +48,6 @@ __all__ = [
     "campaign_text",
     "point_label",
     "shipped_campaigns",
-    "unknown_runs_error",
 ]
 
 RUNS_SUFFIXES = (".json.gz", ".json")
@@ -62,15 +61,6 @@ def architecture_label(architecture: str, overlap: str) -> str:
     """``ps-sync`` with ``strict`` -> ``PS sync, strict``: the campaign's architectures are the
     runner's architectures with their overlap mode (strict phases or per-layer overlap)."""
     return f"{ARCH_LABELS.get(architecture, architecture)}, {overlap}"
-
-
-def unknown_runs_error(given: str) -> ConfigError:
-    """The error for a ``--from-runs`` value that is neither a path nor a shipped campaign: it
-    lists the shipped campaigns, since a mistyped campaign name is the likely cause."""
-    names = ", ".join(shipped_campaigns()) or "(none shipped)"
-    return ConfigError(
-        f"--from-runs: {given}: no such file or folder, and not a shipped campaign ({names})"
-    )
 
 
 def campaign_files(paths: Iterable[str]) -> list[tuple[str, Path]]:
@@ -99,7 +89,11 @@ def campaign_files(paths: Iterable[str]) -> list[tuple[str, Path]]:
             folder = Path(str(resources.files(SHIPPED_PACKAGE).joinpath(given)))
             found += [(f"{given}/{p.name}", p) for p in sorted(folder.glob("*.json.gz"))]
         else:
-            raise unknown_runs_error(given)
+            names = ", ".join(shipped_campaigns()) or "(none shipped)"
+            raise ConfigError(
+                f"--from-runs: {given}: no such file or folder, and not a shipped campaign "
+                f"({names})"
+            )
     return found
 
 

@@ -283,11 +283,11 @@ def validate_with(
                 f"--from-runs: one file of saved runs here; several, a folder or a shipped "
                 f"campaign ({' '.join(args.from_runs)}): python scenarios/validation_campaign.py"
             )
-        if not Path(args.from_runs[0]).exists():
-            from profilers.distributed.campaign import unknown_runs_error
+        from profilers.distributed.campaign import campaign_files
 
-            raise unknown_runs_error(args.from_runs[0])
-        measured = load_measurements(args.from_runs[0])
+        # Resolves the one file, or says it names neither a file nor a shipped campaign.
+        [(_, path)] = campaign_files(args.from_runs)
+        measured = load_measurements(path)
         return assess(measured, link=link, progress=progress, ring_cpu_placement=args.ring_cpu_work)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     burst: dict[str, float] = {}  # default: the emulated cluster's own bucket
