@@ -41,7 +41,6 @@ from profilers.netns import (
     tbf_segments_gso,
 )
 from profilers.netns_cluster import BURST_S
-from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import (
@@ -49,10 +48,11 @@ from simcore.report.scenario import (
     bare_scenario_parser,
     positive_int,
     progress_printer,
+    rate_list,
     worker_list,
 )
 from simcore.report.table import Column, Table
-from simcore.units import format_bandwidth, parse_bandwidth
+from simcore.units import format_bandwidth
 
 NAME = "testbed_segmentation"
 CSV_FILE = f"{NAME}.csv"
@@ -194,14 +194,6 @@ def finding(rows: Sequence[RingRow]) -> str:
         f"{worst.ring.goodput_bps() / worst.rate_bps:.2f} of the link's rate against "
         f"{twin.ring.goodput_bps() / twin.rate_bps:.2f}."
     )
-
-
-def rate_list(text: str) -> tuple[float, ...]:
-    try:
-        rates = tuple(parse_bandwidth(part, name="--rates") for part in text.split(","))
-    except ConfigError as err:
-        raise argparse.ArgumentTypeError(str(err)) from err
-    return tuple(sorted(set(rates)))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -34,7 +34,7 @@ from simcore.sim import PrecisionRule, SimulationConfig, SimulationResult, simul
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS
 from simcore.sim.precision import stopping_note
 from simcore.trace.model import Trace
-from simcore.units import format_bandwidth
+from simcore.units import format_bandwidth, parse_bandwidth
 
 EXIT_BAD_INPUT = 1  # the exit codes of sgdsim itself (simcore.cli.main, README)
 EXIT_INTERRUPTED = 130
@@ -321,6 +321,15 @@ def run_scenario(
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0
+
+
+def rate_list(text: str) -> tuple[float, ...]:
+    """Parse ``300Mbit/s,500Mbit/s`` (``--rates``) into sorted distinct link rates, bit/s."""
+    try:
+        rates = tuple(parse_bandwidth(part, name="--rates") for part in text.split(","))
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return tuple(sorted(set(rates)))
 
 
 def worker_list(text: str) -> tuple[int, ...]:
