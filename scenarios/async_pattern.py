@@ -9,7 +9,8 @@ Question
 
 Setup
     - the bare step of ``--trace`` (``profilers.distributed.async_probe.probe_step``: its
-      layers' parameter bytes, each layer's forward and backward time as a sleep), per-layer
+      layers' parameter bytes, each layer's forward and backward time as a sleep, or with
+      ``--burn`` spent on the CPU by workers sharing the cores after the server's), per-layer
       overlap as the runner's workers do it (``--strict``: strict phases);
     - at each ``--rates`` value, a server rank on the emulated cluster behind a link shaped to
       that rate, serving W worker ranks that loop pull, sleep, push for about ``--seconds``
@@ -17,7 +18,7 @@ Setup
       set ``--repeats`` times in turn;
     - the simulator on the same bare step: the link's bandwidth set so that one simulated worker
       runs as fast as the one-worker probes did (their median), equal shares and full duplex,
-      five seeds.
+      five seeds (``--burn``: the workers' computation sharing the same cores).
     Needs root (network namespaces), as ``sgdsim validate --testbed`` does; with the defaults
     about five minutes.
 
@@ -32,6 +33,7 @@ Output
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -47,6 +49,7 @@ from profilers.distributed.async_probe import (
     probe_to_dict,
     probe_trace,
 )
+from profilers.distributed.testbed import available_cores
 from profilers.netns import check_permitted
 from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
@@ -98,6 +101,7 @@ def measure(
     workers: Sequence[int],
     repeats: int,
     probe_s: float,
+    burn: bool = False,
     say: Callable[[str], None] | None = None,
 ) -> list[ProbeRow]:
     """Every rate, ``repeats`` times every W in turn (a drift of the machine touches every W)."""
@@ -111,6 +115,7 @@ def measure(
                     step.backward_s,
                     layerwise=layerwise,
                     workers=w,
+                    burn=burn,
                     link_rate_bps=rate,
                     probe_s=probe_s,
                 )
@@ -153,9 +158,17 @@ def one_worker_bandwidth(step: ProbeStep, layerwise: bool, steps_per_s: float) -
 
 
 def simulated(
-    step: ProbeStep, layerwise: bool, bandwidth: float, workers: int, seed: int = 1
+    step: ProbeStep,
+    layerwise: bool,
+    bandwidth: float,
+    workers: int,
+    *,
+    worker_cores: float | None = None,
+    seed: int = 1,
 ) -> Simulated:
-    """The simulator's bare step with ``workers`` workers: equal shares, full duplex."""
+    """The simulator's bare step with ``workers`` workers: equal shares, full duplex;
+    ``worker_cores``: the workers' computation shares that many cores (processor sharing, one
+    core a worker at most), as burning probes' does; None: every worker computes alone."""
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=bandwidth,
@@ -166,6 +179,14 @@ def simulated(
         replications=SIM_SEEDS if workers > 1 else 1,
         seed=seed,
     )
+    if worker_cores is not None:
+        config = dataclasses.replace(
+            config,
+            colocated_workers=workers,
+            host_cpu_cores=worker_cores,
+            worker_cpu_cores=1.0,
+            shared_nic=False,
+        )
     result = simulate(probe_trace(step, layerwise=layerwise), config)
     per_seed = list(result.replication_steps_per_s) or [result.steps_per_s.value]
     return Simulated(
@@ -177,9 +198,13 @@ def simulated(
 
 
 def simulate_rates(
-    step: ProbeStep, layerwise: bool, rows: Sequence[ProbeRow]
+    step: ProbeStep,
+    layerwise: bool,
+    rows: Sequence[ProbeRow],
+    worker_cores: float | None = None,
 ) -> dict[tuple[float, int], Simulated]:
-    """Per rate with one-worker probes: the simulator at every W probed there."""
+    """Per rate with one-worker probes: the simulator at every W probed there
+    (``worker_cores``: as :func:`simulated`)."""
     out: dict[tuple[float, int], Simulated] = {}
     for rate in sorted({r.rate_bps for r in rows}):
         ones = [r.probe.steps_per_s() for r in rows if r.rate_bps == rate and r.probe.workers == 1]
@@ -187,7 +212,7 @@ def simulate_rates(
             continue
         bandwidth = one_worker_bandwidth(step, layerwise, statistics.median(ones))
         for w in sorted({r.probe.workers for r in rows if r.rate_bps == rate}):
-            out[(rate, w)] = simulated(step, layerwise, bandwidth, w)
+            out[(rate, w)] = simulated(step, layerwise, bandwidth, w, worker_cores=worker_cores)
     return out
 
 
@@ -381,6 +406,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--strict", action="store_true", help="strict phases instead of per-layer overlap"
     )
+    parser.add_argument(
+        "--burn",
+        action="store_true",
+        help="spend each layer's computation on the CPU instead of sleeping (the workers "
+        "sharing the cores after the server's, as the validation's runs do)",
+    )
     add_output_options(parser, NAME)
     return parser.parse_args(argv)
 
@@ -401,9 +432,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             repeats=args.repeats,
             probe_s=args.seconds,
+            burn=args.burn,
             say=say,
         )
-        sim = simulate_rates(step, layerwise, rows)
+        # Burning workers share the cores the testbed leaves them (all but the server's).
+        worker_cores = float(max(len(available_cores()) - 1, 1)) if args.burn else None
+        sim = simulate_rates(step, layerwise, rows, worker_cores)
         tables = [probes_table(rows), summary_table(rows, sim)]
         print(
             f"bare step of {args.trace}: {sum(step.layer_nbytes) / 1e6:.2f} MB in "

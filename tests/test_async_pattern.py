@@ -37,6 +37,17 @@ def test_the_simulated_link_runs_one_worker_as_fast_as_its_probes() -> None:
         scenario.one_worker_bandwidth(STEP, False, 60.0)  # 1 / 0.02 s = 50 steps/s at most
 
 
+def test_burning_workers_share_their_cores_in_the_simulator() -> None:
+    # A step of 20 ms computation and 4 kB at 1 Gbit/s (32 us each way): two workers alone
+    # run about 2 / 0.02 steps/s, two sharing one core about 1 / 0.02.
+    scenario = load_scenario("async_pattern")
+    step = ProbeStep((4000,), (0.01,), (0.01,))
+    alone = scenario.simulated(step, True, 1e9, 2)
+    shared = scenario.simulated(step, True, 1e9, 2, worker_cores=1.0)
+    assert alone.steps_per_s == pytest.approx(2 / 0.02, rel=0.01)
+    assert shared.steps_per_s == pytest.approx(1 / 0.02, rel=0.01)
+
+
 def test_the_summary_and_the_finding_compare_repeats_and_the_simulator() -> None:
     scenario = load_scenario("async_pattern")
     rows = [

@@ -22,6 +22,7 @@ from profilers.distributed.async_probe import (
     probe_to_dict,
     probe_trace,
 )
+from profilers.distributed.testbed import available_cores
 from simcore.errors import ConfigError
 from simcore.trace.build import synthetic_trace
 
@@ -159,6 +160,21 @@ def test_two_workers_on_loopback_time_every_step(layerwise: bool) -> None:
             assert end - start >= 0.006  # every step sleeps its computation at least
             assert next_start >= end  # a worker's steps follow one another
     assert probe.steps_per_s() > 0
+
+
+@pytest.mark.slow
+def test_burning_workers_spend_their_computation_on_the_cpu() -> None:
+    # Two workers burning 20 ms of CPU a step each: on one shared core (the testbed pins the
+    # workers to the cores after the server's) a step takes at least 20 ms of wall time, and
+    # the two together can use at most the cores they have.
+    probe = measure_async_probe(
+        [4_000], [0.01], [0.01], layerwise=True, workers=2, burn=True, steps=8, warmup=1
+    )
+    assert probe.burn and probe_from_dict(probe_to_dict(probe)) == probe
+    worker_cores = max(len(available_cores()) - 1, 1)
+    for steps in probe.step_times:
+        assert all(end - start >= 0.02 for start, end in steps)
+    assert probe.steps_per_s() * 0.02 <= worker_cores * 1.05  # CPU seconds per second
 
 
 @pytest.mark.slow
