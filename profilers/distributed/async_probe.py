@@ -428,8 +428,7 @@ def _work(
     push every layer's gradient, last layer first; layerwise, each layer's forward waits only
     for its own pull and each gradient is pushed as its backward ends, as the runner's workers
     do. Returns the (start, end) of each step."""
-    if burn:
-        return _burning_work(dist, torch, sizes, forward_s, backward_s, layerwise, steps)
+    spend: _Burner | _Sleeper = _Burner() if burn else _Sleeper()
     params = [torch.empty(n // 4) for n in sizes]
     grads = [torch.ones(n // 4) for n in sizes]
     order = list(reversed(range(len(sizes))))
@@ -440,57 +439,15 @@ def _work(
         if not layerwise:
             for work in pulls:
                 work.wait()  # once only: a second wait on a gloo receive waits for another
-        # Sleep to deadlines rather than for durations, so that many short layers do not add
-        # up each sleep's overshoot.
-        due = time.perf_counter()
+        spend.resume()
         for i, work in enumerate(pulls):
             if layerwise:
                 work.wait()
-            due = max(due, time.perf_counter()) + forward_s[i]
-            _sleep_until(due)
+                spend.resume()
+            spend(forward_s[i])
         pushes = []
         for i in order:
-            due += backward_s[i]
-            if layerwise:
-                _sleep_until(due)
-                pushes.append(dist.isend(grads[i], dst=0, tag=i))
-        if not layerwise:
-            _sleep_until(due)
-            pushes = [dist.isend(grads[i], dst=0, tag=i) for i in order]
-        for work in pushes:
-            work.wait()
-        times.append((start, time.perf_counter()))
-    return times
-
-
-def _burning_work(
-    dist: Any,
-    torch: Any,
-    sizes: tuple[int, ...],
-    forward_s: tuple[float, ...],
-    backward_s: tuple[float, ...],
-    layerwise: bool,
-    steps: int,
-) -> list[tuple[float, float]]:
-    """:func:`_work` with each layer's computation spent as this thread's CPU time: a worker
-    sharing a core with others takes longer in wall time, as a real computation does."""
-    params = [torch.empty(n // 4) for n in sizes]
-    grads = [torch.ones(n // 4) for n in sizes]
-    order = list(reversed(range(len(sizes))))
-    times: list[tuple[float, float]] = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        pulls = [dist.irecv(p, src=0, tag=i) for i, p in enumerate(params)]
-        if not layerwise:
-            for work in pulls:
-                work.wait()
-        for i, work in enumerate(pulls):
-            if layerwise:
-                work.wait()
-            _burn(forward_s[i])
-        pushes = []
-        for i in order:
-            _burn(backward_s[i])
+            spend(backward_s[i])
             if layerwise:
                 pushes.append(dist.isend(grads[i], dst=0, tag=i))
         if not layerwise:
@@ -501,14 +458,32 @@ def _burning_work(
     return times
 
 
-def _burn(cpu_s: float) -> None:
-    """Spin until this thread has used ``cpu_s`` more of CPU time."""
-    until = time.thread_time() + cpu_s
-    while time.thread_time() < until:
-        pass
+class _Sleeper:
+    """Sleeps to deadlines rather than for durations, so that many short layers do not add up
+    each sleep's overshoot; after a wait for a transfer (:meth:`resume`) the next deadline
+    counts from then."""
+
+    def __init__(self) -> None:
+        self.due = 0.0
+
+    def resume(self) -> None:
+        self.due = max(self.due, time.perf_counter())
+
+    def __call__(self, seconds: float) -> None:
+        self.due += seconds
+        left = self.due - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
 
 
-def _sleep_until(due: float) -> None:
-    left = due - time.perf_counter()
-    if left > 0:
-        time.sleep(left)
+class _Burner:
+    """Spends each computation as this thread's CPU time (spinning): sharing a core with other
+    work, it takes longer in wall time, as a real computation does."""
+
+    def resume(self) -> None:
+        pass  # CPU time does not pass while the thread waits
+
+    def __call__(self, seconds: float) -> None:
+        until = time.thread_time() + seconds
+        while time.thread_time() < until:
+            pass
