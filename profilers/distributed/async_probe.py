@@ -149,14 +149,14 @@ class AsyncProbe:
     burn: bool = False
 
     @property
-    def step_key(self) -> tuple[Any, ...]:
-        """What makes two probes probes of the same bare step."""
-        return (self.layer_nbytes, self.forward_s, self.backward_s, self.layerwise, self.burn)
+    def step(self) -> ProbeStep:
+        """The bare step the workers ran."""
+        return ProbeStep(self.layer_nbytes, self.forward_s, self.backward_s)
 
     @property
     def compute_s(self) -> float:
-        """The computation of a step (every layer's forward and backward sleep)."""
-        return math.fsum(self.forward_s) + math.fsum(self.backward_s)
+        """The computation of a step (every layer's forward and backward time)."""
+        return self.step.compute_s
 
     def window(self) -> tuple[float, float]:
         """The span every worker was in its timed steps: from the latest first start to the
