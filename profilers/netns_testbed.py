@@ -189,8 +189,13 @@ def _with_effects(
     profile: NetworkProfile, args: argparse.Namespace, rate_bps: float, timeout_s: float
 ) -> NetworkProfile:
     """``profile`` (or ``--keep-fit``'s, with this one's CPU cost) with the shaped link's flow
-    sharing, ring goodput and duplex goodput, unless skipped."""
-    from profilers.network_measure import duplex_effect, flow_sharing_effect, ring_effect
+    sharing, ring goodput, duplex goodput and duplex interference, unless skipped."""
+    from profilers.network_measure import (
+        duplex_effect,
+        flow_sharing_effect,
+        interference_effect,
+        ring_effect,
+    )
 
     def say(line: str) -> None:
         print(line, file=sys.stderr)
@@ -223,7 +228,10 @@ def _with_effects(
         profile = dataclasses.replace(profile, ring_goodput=ring)
     if not args.no_duplex:
         duplex = duplex_effect(link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say)
-        profile = dataclasses.replace(profile, duplex=duplex)
+        interference = interference_effect(
+            link_rate_bps=rate_bps, timeout_s=timeout_s, note=args.note, say=say
+        )
+        profile = dataclasses.replace(profile, duplex=duplex, duplex_interference=interference)
     return profile
 
 
@@ -245,7 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ring-max", type=int, default=4, help="ring goodput for W = 2..N (4)")
     parser.add_argument("--no-ring", action="store_true", help="skip the ring goodput")
     parser.add_argument(
-        "--no-duplex", action="store_true", help="skip what its two directions carry at once"
+        "--no-duplex",
+        action="store_true",
+        help="skip what its two directions carry at once and how each slows beside the other",
     )
     parser.add_argument(
         "--keep-fit", metavar="FILE", help="keep this profile's fit; add the effects measured"

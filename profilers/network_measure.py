@@ -14,11 +14,13 @@ records:
    simulator's ring takes from it: the cost per message, each W's bytes' rate and the CPU per
    byte (:func:`ring_effect`);
 4. what a parameter server's link carries with pulls and pushes at once, over one direction
-   (:func:`profilers.distributed.link_duplex.measure_duplex`).
+   (:func:`profilers.distributed.link_duplex.measure_duplex`), and how much each direction slows
+   beside the other's transfers
+   (:func:`profilers.distributed.link_interference.measure_interference`).
 
-``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` skip the slower parts;
-``--keep-fit PROFILE`` keeps a profile's fit and CPU cost and measures only 2 to 4 (those not
-skipped) again.
+``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` (both measurements of 4)
+skip the slower parts; ``--keep-fit PROFILE`` keeps a profile's fit and CPU cost and measures
+only 2 to 4 (those not skipped) again.
 Between two hosts (``--rank``) only 1 is measured: 2 to 4 would measure this host's loopback,
 not the link.
 
@@ -34,10 +36,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from simcore.errors import ConfigError, SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
-from simcore.network_effects import Duplex, FlowSharing, RingGoodput
+from simcore.network_effects import Duplex, DuplexInterference, FlowSharing, RingGoodput
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_duration, parse_size
 
@@ -119,7 +122,8 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-duplex",
         action="store_true",
-        help="skip what a server's link carries with pulls and pushes at once",
+        help="skip what a server's link carries with pulls and pushes at once and how much "
+        "each direction slows beside the other's transfers",
     )
     parser.add_argument(
         "--note", default="", help="a note for the profile's methods, e.g. how busy the host was"
@@ -226,7 +230,8 @@ def _with_effects(profile: NetworkProfile, options: MeasureOptions, tell: Say) -
         profile = dataclasses.replace(profile, ring_goodput=ring)
     if options.duplex:
         duplex = duplex_effect(timeout_s=options.timeout_s, note=options.note, say=tell)
-        profile = dataclasses.replace(profile, duplex=duplex)
+        interference = interference_effect(timeout_s=options.timeout_s, note=options.note, say=tell)
+        profile = dataclasses.replace(profile, duplex=duplex, duplex_interference=interference)
     return profile
 
 
@@ -393,6 +398,49 @@ def duplex_effect(
         "bits per second both at once over one way (total bits over total time)"
     )
     return Duplex(report.ratio(), _noted(method, note), _now())
+
+
+def interference_effect(
+    *,
+    link_rate_bps: float | None = None,
+    repeats: int = 8,
+    timeout_s: float = 60.0,
+    note: str = "",
+    say: Say | None = None,
+) -> DuplexInterference:
+    """How much each direction of a server's link slows beside the other's transfers
+    (:func:`profilers.distributed.link_interference.measure_interference`, a server and up to
+    four workers): over loopback, or on the emulated cluster with the server's link shaped to
+    ``link_rate_bps``."""
+    from profilers.distributed.link_interference import (
+        fit_interference,
+        measure_interference,
+        report_text,
+    )
+
+    tell = say or (lambda _line: None)
+    report = measure_interference(link_rate_bps=link_rate_bps, repeats=repeats, timeout_s=timeout_s)
+    where = (
+        "loopback"
+        if link_rate_bps is None
+        else f"the server's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
+    )
+    method = (
+        f"profilers.distributed.link_interference over {where}: gloo transfers of "
+        f"{report.nbytes} B, one transfer alone, beside one the other way, and against two and "
+        f"three the other way, {repeats} of each after 1 warm-up; fitted by fit_interference"
+    )
+    effect = fit_interference(report.slowdowns(), _noted(method, note), _now())
+    tell(report_text(report, effect))
+    return effect
+
+
+def add_to_profile(path: str, say: Say, **effects: Any) -> None:
+    """Rewrite the network profile at ``path`` in place with ``effects`` (its fields, e.g.
+    ``duplex=...``) and its other fields kept; ``--add-to`` of the measurements' commands."""
+    profile = dataclasses.replace(load_network_profile(path), **effects, source="<memory>")
+    save_network_profile(profile, path, overwrite=True)
+    say(f"added to {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

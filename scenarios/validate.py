@@ -87,7 +87,15 @@ FIGURE_FILE = f"{NAME}.png"
 TRACE_FILE = f"{NAME}-solo-trace.json"  # to predict other settings later without new runs
 ALONE_TRACE_FILE = f"{NAME}-alone-trace.json"  # the computation without transfers, likewise
 NETWORK_FILE = f"{NAME}-network.json"  # the link as measured, for `sgdsim simulate --network`
-LINK_OPTIONS = ("network", "bandwidth", "latency", "flow_weight_cv", "comm_cpu", "duplex")
+LINK_OPTIONS = (
+    "network",
+    "bandwidth",
+    "latency",
+    "flow_weight_cv",
+    "comm_cpu",
+    "duplex",
+    "duplex_interference",
+)
 RUNS_FILE = f"{NAME}-runs.json.gz"  # every run's timestamps: --from-runs assesses them again
 TIMELINE_FILES = {arch: f"{NAME}-timeline-{arch}.png" for arch in ARCHITECTURES}
 SHOWN_STEPS = 2  # steps of each timeline figure

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from simcore.errors import ConfigError
-from simcore.network_effects import RingGoodput
+from simcore.network_effects import RingGoodput, interference_text
 from simcore.sim import SimulationConfig
 from simcore.trace.cpu import measured_transfers
 from simcore.trace.model import Trace
@@ -71,7 +71,9 @@ class LinkSettings:
     ``bandwidth_bps`` came from that profile too. ``host_cpu_cores`` is the cores the transfers'
     CPU cost competes on when ``--host-cores`` leaves them open. ``duplex_ratio`` is what a
     parameter server's link carries both ways at once over one way (2: full duplex, the
-    default). ``note`` says what the profile lacks ("" when nothing or no profile).
+    default); ``duplex_interference``, where given, the other model of those two directions
+    (``SimulationConfig.duplex_interference``), used instead. ``note`` says what the profile
+    lacks ("" when nothing or no profile).
     ``trace_beside_transfers``: the trace replayed was measured beside a real parameter server
     (its transfers' durations measured), so its computation holds what its transfers cost it
     and a parameter server's transfer CPU per byte (a profile's, meant for a trace of the
@@ -85,6 +87,7 @@ class LinkSettings:
     comm_cpu_s_per_byte: Sourced[float] = Sourced(0.0)
     host_cpu_cores: Sourced[float | None] = Sourced(None)
     duplex_ratio: Sourced[float] = Sourced(FULL_DUPLEX)
+    duplex_interference: Sourced[tuple[float, float, float]] | None = None
     ring: RingGoodput | None = None
     profile: str | None = None
     note: str = ""
@@ -131,12 +134,14 @@ class LinkSettings:
         configurations): flow weights from an option are left out where they do not apply.
 
         A duplex ratio below 2 limits a parameter server's two directions together to that
-        multiple of the (final) bandwidth (``duplex_bps``).
+        multiple of the (final) bandwidth (``duplex_bps``); a duplex interference, where given,
+        applies instead (``duplex_interference``).
 
         Raises
         ------
         ConfigError
-            ``--flow-weight-cv`` or ``--duplex`` given for a link it does not apply to
+            ``--flow-weight-cv``, ``--duplex`` or ``--duplex-interference`` given for a link it
+            does not apply to
             (``strict``), or ``--comm-cpu`` without any host cores; naming the option.
         """
         changes: dict[str, Any] = {
@@ -161,13 +166,22 @@ class LinkSettings:
             )
         duplex = self.duplex_ratio
         limit = duplex_limit_bps(duplex.value, changes["bandwidth_bps"])
+        interference = self.duplex_interference
+        if interference is not None:
+            limit = None  # the other model of the same two directions
+            if self.duplex_applies(config):
+                changes["duplex_interference"] = interference.value
+            elif interference.is_option and strict:
+                raise ConfigError(
+                    f"{interference.source}: applies to one parameter server's link, not "
+                    f"{_not_one_server(config)}"
+                )
         if limit is not None and self.duplex_applies(config):
             changes["duplex_bps"] = limit
         elif limit is not None and duplex.is_option and strict:
-            what = f"--arch {config.arch}" if config.arch != "ps" else f"--servers {config.servers}"
             raise ConfigError(
                 f"{duplex.source}: a duplex limit applies to one parameter server's link, not "
-                f"{what}"
+                f"{_not_one_server(config)}"
             )
         cpu = self.comm_cpu_s_per_byte
         # A ring's own CPU per byte (the profile's ring terms) replaces the transfers' cost;
@@ -252,6 +266,12 @@ class LinkSettings:
         return "link: " + ", ".join(parts)
 
     def _duplex_text(self, config: SimulationConfig) -> str:
+        interference = self.duplex_interference
+        if interference is not None:
+            text = f"{interference_text(interference.value)} ({interference.source})"
+            if not self.duplex_applies(config):
+                text += f" not used: arch {config.arch}, servers {config.servers}"
+            return text
         duplex = self.duplex_ratio
         if duplex.value >= FULL_DUPLEX:
             return "full duplex" + _unless_default(duplex)
@@ -320,17 +340,22 @@ class LinkSettings:
         where = self.host_cpu_cores.source if cores == self.host_cpu_cores.value else "--host-cores"
         return _cpu_phrase(cpu, cores, where)
 
-    def effects_on(self) -> dict[str, Sourced[float]]:
+    def effects_on(self) -> dict[str, Sourced[Any]]:
         """The settings beyond a bandwidth that are on (non-zero; a duplex ratio below full
         duplex), by their config name: ``latency_s``, ``flow_weight_cv``,
-        ``comm_cpu_s_per_byte``, ``duplex_bps`` (its value the ratio)."""
+        ``comm_cpu_s_per_byte``, ``duplex_bps`` (its value the ratio) or instead
+        ``duplex_interference``."""
         named = {
             "latency_s": self.latency_s,
             "flow_weight_cv": self.flow_weight_cv,
             "comm_cpu_s_per_byte": self.comm_cpu_s_per_byte,
         }
-        on = {key: value for key, value in named.items() if value.value > 0}
-        if self.duplex_ratio.value < FULL_DUPLEX:
+        on: dict[str, Sourced[Any]] = {
+            key: value for key, value in named.items() if value.value > 0
+        }
+        if self.duplex_interference is not None:
+            on["duplex_interference"] = self.duplex_interference
+        elif self.duplex_ratio.value < FULL_DUPLEX:
             on["duplex_bps"] = self.duplex_ratio
         return on
 
@@ -344,6 +369,8 @@ class LinkSettings:
             shown = f"flow weight cv {value.value:.3g}"
         elif key == "duplex_bps":
             shown = f"both directions {value.value:.3g}x one"
+        elif key == "duplex_interference":
+            shown = interference_text(value.value)
         else:
             cores = self.host_cpu_cores
             return _cpu_phrase(value, cores.value, cores.source)
@@ -378,6 +405,13 @@ class LinkSettings:
                 **self.duplex_ratio.to_dict(),
                 "used": config.duplex_bps is not None,
             },
+            "duplex_interference": None
+            if self.duplex_interference is None
+            else {
+                "value": list(self.duplex_interference.value),
+                "source": self.duplex_interference.source,
+                "used": config.duplex_interference is not None,
+            },
             # The ring's goodput, or with the ring terms the rate its bytes moved at
             "ring_bandwidth_bps": None
             if ring is None
@@ -391,6 +425,11 @@ class LinkSettings:
             "profile": self.profile,
             "note": self.note,
         }
+
+
+def _not_one_server(config: SimulationConfig) -> str:
+    """The option that made ``config`` other than one parameter server's link."""
+    return f"--arch {config.arch}" if config.arch != "ps" else f"--servers {config.servers}"
 
 
 def ring_parse_alpha(s_per_byte: float, workers: int) -> float:

@@ -14,8 +14,10 @@ unevenly concurrent flows share the link, the transfers' CPU cost per byte, a ri
 goodput per W, and what a server's link carries both ways at once. Version 3 adds two optional
 terms to the ring effect (:class:`RingGoodput`): a ring's fixed cost per message and its CPU per
 byte, which ``sgdsim validate --save-network`` records. Version 4 adds, with them, the
-bandwidth a ring of each W measured moved its bytes at (a ring point's ``bandwidth_bps``). Files
-of versions 1 to 3 still load; :func:`profile_note` says what they lack.
+bandwidth a ring of each W measured moved its bytes at (a ring point's ``bandwidth_bps``).
+Version 5 adds the interference between a server link's two directions
+(:class:`~simcore.network_effects.DuplexInterference`), the other model of what ``duplex``
+describes. Files of versions 1 to 4 still load; :func:`profile_note` says what they lack.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from simcore.errors import ConfigError, ProfilingError
 from simcore.network_effects import (
     EFFECT_KEYS,
     Duplex,
+    DuplexInterference,
     FieldChecker,
     FlowSharing,
     RingGoodput,
@@ -55,8 +58,8 @@ __all__ = [
 ]
 
 SCHEMA_NAME = "sgdsim.network"
-SCHEMA_VERSION = 4
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 _REGENERATE_HINT = "re-measure it with `sgdsim network measure` (see simcore/data/network)"
 
@@ -96,6 +99,9 @@ class NetworkProfile:
         byte); None: not measured.
     duplex : Duplex or None
         What a server's link carries both ways at once, over one way; None: not measured.
+    duplex_interference : DuplexInterference or None
+        How much each direction of a server's link slows beside the other's transfers (version
+        5); where present it is the model used for the two directions, not ``duplex``.
     source : str
         The file it was loaded from, for messages; not serialized.
     schema_version : int
@@ -116,13 +122,23 @@ class NetworkProfile:
     transfer_cpu: TransferCpu | None = None
     ring_goodput: RingGoodput | None = None
     duplex: Duplex | None = None
+    duplex_interference: DuplexInterference | None = None
     source: str = "<memory>"
     schema_version: int = SCHEMA_VERSION
 
     @property
     def lacks(self) -> tuple[str, ...]:
-        """What the profile does not carry, by name (``flow weight cv``, ...), in schema order."""
-        return tuple(name for key, name in EFFECT_KEYS.items() if getattr(self, key) is None)
+        """What the profile does not carry, by name (``flow weight cv``, ...), in schema order.
+        Either model of the two directions (``duplex``, ``duplex_interference``) counts as
+        carrying them; without both, it lacks ``duplex goodput``."""
+        either = self.duplex is not None or self.duplex_interference is not None
+        return tuple(
+            name
+            for key, name in EFFECT_KEYS.items()
+            if key != "duplex_interference"
+            and getattr(self, key) is None
+            and not (key == "duplex" and either)
+        )
 
     def transfer_time_s(self, nbytes: float) -> float:
         """Predicted one-way time of a message of ``nbytes`` bytes, in seconds."""
@@ -313,6 +329,13 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
             f"duplex goodput {duplex.ratio:.2f}x one way (2x: full duplex)"
             + _how(duplex.method, duplex.created_utc)
         )
+    interference = profile.duplex_interference
+    if interference is not None:
+        lines.append(
+            "duplex interference: "
+            + interference.text()
+            + _how(interference.method, interference.created_utc)
+        )
     return lines
 
 
@@ -391,11 +414,17 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
             if version < 2:
                 check.fail(f"field '{key}'", "needs schema_version 2 (version 1 has no effects)")
             effects[key] = effect_from_dict(check, key, data[key])
-    flow_sharing, transfer_cpu, ring, duplex = (effects.get(key) for key in EFFECT_KEYS)
+    flow_sharing, transfer_cpu, ring, duplex, interference = (
+        effects.get(key) for key in EFFECT_KEYS
+    )
     assert flow_sharing is None or isinstance(flow_sharing, FlowSharing)
     assert transfer_cpu is None or isinstance(transfer_cpu, TransferCpu)
     assert ring is None or isinstance(ring, RingGoodput)
     assert duplex is None or isinstance(duplex, Duplex)
+    assert interference is None or isinstance(interference, DuplexInterference)
+    if interference is not None and version < 5:
+        # A reader of version 4 would drop it without a word and predict otherwise.
+        check.fail("field 'duplex_interference'", "needs schema_version 5")
     if ring is not None and ring.bandwidths and version < 4:
         # A reader of version 3 would drop them without a word and predict otherwise.
         check.fail("field 'ring_goodput'", "a point's 'bandwidth_bps' needs schema_version 4")
@@ -420,6 +449,7 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
         transfer_cpu=transfer_cpu,
         ring_goodput=ring,
         duplex=duplex,
+        duplex_interference=interference,
         schema_version=version,
     )
 

@@ -1,6 +1,6 @@
 """What a network profile records beyond the one-flow fit: the link's measured effects.
 
-Schema version 2 of ``sgdsim.network`` (:mod:`simcore.network`) may carry four optional
+Schema version 2 of ``sgdsim.network`` (:mod:`simcore.network`) may carry optional
 measurements, each with where it came from (``method``, ``created_utc``):
 
 - :class:`FlowSharing`: how unevenly concurrent flows share the link, as the simulator's
@@ -13,7 +13,10 @@ measurements, each with where it came from (``method``, ``created_utc``):
   ring's formula ``2(W-1)/W * bytes / time`` implies (below one flow's goodput);
 - :class:`Duplex`: what a server's link carries with transfers in both directions at once, as a
   multiple of one direction's goodput (2: full duplex), the simulator's ``duplex_bps`` over its
-  ``bandwidth_bps``.
+  ``bandwidth_bps``;
+- :class:`DuplexInterference` (version 5): the other model of those two directions, each
+  keeping its bandwidth but slowed by the other's transfers (the simulator's
+  ``duplex_interference``); where a profile has both, it replaces :class:`Duplex`.
 
 This module is pure: the dataclasses and their JSON forms, checked field by field.
 """
@@ -31,12 +34,14 @@ from simcore.units import format_bandwidth
 __all__ = [
     "EFFECT_KEYS",
     "Duplex",
+    "DuplexInterference",
     "FieldChecker",
     "FlowSharing",
     "RingGoodput",
     "TransferCpu",
     "effect_from_dict",
     "effect_to_dict",
+    "interference_text",
     "nearest_measured",
     "per_workers_text",
 ]
@@ -182,13 +187,56 @@ class Duplex:
     created_utc: str = ""
 
 
-Effect = FlowSharing | TransferCpu | RingGoodput | Duplex
+@dataclass(frozen=True)
+class DuplexInterference:
+    """How much each direction of a parameter server's link slows while the other carries
+    transfers: with ``n`` transfers facing ``m`` the other way a direction carries
+    ``efficiency * min(1, n / m) ** exponent`` of its bandwidth (``pull_exponent`` for the
+    server sending, ``push_exponent`` for it receiving); the simulator's
+    ``duplex_interference``. ``profilers.distributed.link_interference`` measures it."""
+
+    efficiency: float
+    pull_exponent: float
+    push_exponent: float
+    method: str = ""
+    created_utc: str = ""
+
+    @property
+    def parameters(self) -> tuple[float, float, float]:
+        """``SimulationConfig.duplex_interference``."""
+        return (self.efficiency, self.pull_exponent, self.push_exponent)
+
+    def share(self, direction: str, against: int) -> float:
+        """The share of its bandwidth one transfer (``direction`` "pull" or "push") keeps
+        against ``against`` >= 1 transfers the other way."""
+        exponent = self.pull_exponent if direction == "pull" else self.push_exponent
+        return self.efficiency * float((1 / against) ** exponent)
+
+    def text(self) -> str:
+        """The three numbers and what they mean at two transfers against one."""
+        return interference_text(self.parameters)
+
+
+def interference_text(parameters: tuple[float, float, float]) -> str:
+    """``SimulationConfig.duplex_interference`` in words, with what it means at two against
+    one."""
+    efficiency, pull, push = parameters
+    return (
+        f"each direction slowed by the other's transfers (efficiency {efficiency:.2f}, pull "
+        f"exponent {pull:.2f}, push exponent {push:.2f}: one pull against two pushes at "
+        f"{efficiency * 0.5**pull:.0%} of its bandwidth, one push against two pulls at "
+        f"{efficiency * 0.5**push:.0%})"
+    )
+
+
+Effect = FlowSharing | TransferCpu | RingGoodput | Duplex | DuplexInterference
 # The JSON key of each effect, in the order they are written; with what a note calls it.
 EFFECT_KEYS: dict[str, str] = {
     "flow_sharing": "flow weight cv",
     "transfer_cpu": "transfer CPU cost",
     "ring_goodput": "ring AllReduce goodput",
     "duplex": "duplex goodput",
+    "duplex_interference": "duplex interference",
 }
 
 
@@ -204,6 +252,12 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
         data = {"s_per_byte": effect.s_per_byte, "host_cpu_cores": effect.host_cpu_cores}
     elif isinstance(effect, Duplex):
         data = {"ratio": effect.ratio}
+    elif isinstance(effect, DuplexInterference):
+        data = {
+            "efficiency": effect.efficiency,
+            "pull_exponent": effect.pull_exponent,
+            "push_exponent": effect.push_exponent,
+        }
     else:
         bandwidths = dict(effect.bandwidths)
         data = {
@@ -252,6 +306,21 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
             positive,
         )
         return Duplex(ratio, method, created)
+    if key == "duplex_interference":
+        exponent = "0..10 (how fast a direction slows with the other's transfers)"
+        return DuplexInterference(
+            check.number(
+                data,
+                "efficiency",
+                where,
+                "in (0, 1] (the share each direction keeps)",
+                lambda v: 0 < v <= 1,
+            ),
+            check.number(data, "pull_exponent", where, exponent, lambda v: 0 <= v <= 10),
+            check.number(data, "push_exponent", where, exponent, lambda v: 0 <= v <= 10),
+            method,
+            created,
+        )
     points, bandwidths = _ring_points(check, data, where)
     return RingGoodput(
         points,

@@ -13,7 +13,14 @@ import pytest
 from simcore.cli.main import main
 from simcore.link_settings import LinkSettings, Sourced
 from simcore.network import network_profile_to_dict
-from simcore.network_effects import EFFECT_KEYS, Duplex, FlowSharing, RingGoodput, TransferCpu
+from simcore.network_effects import (
+    EFFECT_KEYS,
+    Duplex,
+    DuplexInterference,
+    FlowSharing,
+    RingGoodput,
+    TransferCpu,
+)
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.sim import SimulationConfig
 
@@ -33,8 +40,21 @@ def profile_path(tmp_path: Path) -> Path:
         transfer_cpu=TransferCpu(S_PER_BYTE, CORES, method="test"),
         ring_goodput=RingGoodput(RING, method="test"),
         duplex=Duplex(1.78, method="test"),  # not the sample's, which a re-measurement moves
+        duplex_interference=None,  # the ratio's model here (the interference: below)
     )
     return save_network_profile(measured, tmp_path / "full.json")
+
+
+@pytest.fixture()
+def interfered_path(profile_path: Path, tmp_path: Path) -> Path:
+    """The same profile with the two directions' interference (version 5), which wins over its
+    ratio."""
+    measured = dataclasses.replace(
+        load_network_profile(profile_path),
+        duplex_interference=DuplexInterference(0.9, 0.7, 0.2, method="test"),
+        source="<memory>",
+    )
+    return save_network_profile(measured, tmp_path / "interfered.json")
 
 
 def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -119,6 +139,48 @@ def test_text_names_each_source(capsys: pytest.CaptureFixture[str], profile_path
     )
 
 
+def test_a_profiles_interference_wins_over_its_ratio_and_options_choose(
+    capsys: pytest.CaptureFixture[str], interfered_path: Path
+) -> None:
+    name = str(interfered_path)
+    profiled = simulate_json(capsys, "--network", name)
+    assert profiled["config"]["duplex_interference"] == [0.9, 0.7, 0.2]
+    assert profiled["config"]["duplex_bps"] is None
+    assert profiled["link"]["duplex_interference"] == {
+        "value": [0.9, 0.7, 0.2],
+        "source": name,
+        "used": True,
+    }
+    assert profiled["link"]["duplex_ratio"]["used"] is False
+    ratio = simulate_json(capsys, "--network", name, "--duplex", "1.5")
+    assert ratio["config"]["duplex_interference"] is None
+    assert ratio["config"]["duplex_bps"] == pytest.approx(1.5 * 920e6, rel=0.01)
+    given = simulate_json(capsys, "--network", name, "--duplex-interference", "1,0.5,0")
+    assert given["config"]["duplex_interference"] == [1.0, 0.5, 0.0]
+    assert given["link"]["duplex_interference"]["source"] == "--duplex-interference"
+    assert main(["simulate", "cnn-b32", "--workers", "3", *RUN, "--network", name]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    # 0.9 * 0.5 ** 0.7 = 0.554, 0.9 * 0.5 ** 0.2 = 0.783
+    assert (
+        "each direction slowed by the other's transfers (efficiency 0.90, pull exponent 0.70, "
+        "push exponent 0.20: one pull against two pushes at 55% of its bandwidth, one push "
+        f"against two pulls at 78%) ({name})"
+    ) in line
+
+
+def test_interference_on_a_ring_is_refused_from_an_option_and_left_out_from_a_profile(
+    capsys: pytest.CaptureFixture[str], interfered_path: Path
+) -> None:
+    ring = ["--arch", "allreduce", "--mode", "sync"]
+    refused = ["simulate", "cnn-b32", "--workers", "3", *RUN, *ring]
+    assert main([*refused, "--duplex-interference", "0.9,0.7,0.2"]) != 0
+    err = capsys.readouterr().err
+    assert "--duplex-interference: applies to one parameter server's link, not --arch" in err
+    out = simulate_json(capsys, "--network", str(interfered_path), *ring)
+    assert out["config"]["duplex_interference"] is None
+    assert out["link"]["duplex_interference"]["used"] is False
+
+
 def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     doc = network_profile_to_dict(load_network_profile("veth-1gbit"))
     v1 = {key: value for key, value in doc.items() if key not in EFFECT_KEYS}
@@ -143,10 +205,12 @@ def test_shipped_testbed_profile_carries_every_effect(capsys: pytest.CaptureFixt
     pull, push = profile.flow_sharing.pull_cv, profile.flow_sharing.push_cv
     assert pull is not None and push is not None  # measured per direction
     assert profile.duplex is not None and 1 < profile.duplex.ratio < 2
+    # both models of the two directions measured; the interference is the one used
+    interference = profile.duplex_interference
+    assert interference is not None and 0 < interference.efficiency <= 1
     assert out[-1].startswith(
         f"link: 920 Mbit/s + 33.5 us (veth-1gbit), flow weight cv {pull:.3g} pull / "
-        f"{push:.3g} push (veth-1gbit), both directions {profile.duplex.ratio:.3g}x one "
-        "(veth-1gbit), transfer CPU "
+        f"{push:.3g} push (veth-1gbit), {interference.text()} (veth-1gbit), transfer CPU "
     )
     # Each direction of the server's link gets its own measured cv.
     doc = simulate_json(capsys, "--network", "veth-1gbit")

@@ -32,7 +32,13 @@ from simcore.network import (
     network_profile_to_dict,
     profile_note,
 )
-from simcore.network_effects import Duplex, FlowSharing, RingGoodput, TransferCpu
+from simcore.network_effects import (
+    Duplex,
+    DuplexInterference,
+    FlowSharing,
+    RingGoodput,
+    TransferCpu,
+)
 from simcore.network_io import load_network_profile, network_sample_names, save_network_profile
 
 SIZES = doubling_sizes(1 << 10, 64 << 20)
@@ -190,8 +196,8 @@ def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
         (
             "schema_version",
-            5,
-            r"version 5 is not supported; this sgdsim reads version\(s\) 1, 2, 3, 4",
+            6,
+            r"version 6 is not supported; this sgdsim reads version\(s\) 1, 2, 3, 4, 5",
         ),
         ("schema_version", DELETE, "missing required field 'schema_version'"),
         ("schema", "sgdsim.trace", "field 'schema': expected 'sgdsim.network'"),
@@ -222,6 +228,7 @@ EFFECTS = {
         bandwidths=((4, 7.5e8),),
     ),
     "duplex": Duplex(1.6, method="m4"),
+    "duplex_interference": DuplexInterference(0.94, 0.72, 0.17, method="m5"),
 }
 
 
@@ -229,9 +236,16 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     full = dataclasses.replace(profile, **EFFECTS)  # type: ignore[arg-type]
     assert full.lacks == ()
     assert profile_note(full) == ""
-    path = save_network_profile(full, tmp_path / "v4.json")
+    path = save_network_profile(full, tmp_path / "v5.json")
     doc = json.loads(path.read_text())
-    assert doc["schema_version"] == 4
+    assert doc["schema_version"] == 5
+    assert doc["duplex_interference"] == {
+        "efficiency": 0.94,
+        "pull_exponent": 0.72,
+        "push_exponent": 0.17,
+        "method": "m5",
+        "created_utc": "",
+    }
     assert doc["ring_goodput"]["points"] == [
         {"workers": 2, "goodput_bps": 9e8},
         {"workers": 4, "goodput_bps": 8e8, "bandwidth_bps": 7.5e8},
@@ -251,8 +265,29 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
     assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
-    ring = "W=4 800 Mbit/s; 400 us per message (segments of at most 64.0 KiB); bytes at W=4 "
-    assert f"{ring}750 Mbit/s, CPU 3 ns per byte sent or received; m3" in table
+    # 0.94 * 0.5 ** 0.72 = 0.571, 0.94 * 0.5 ** 0.17 = 0.836
+    assert (
+        "one pull against two pushes at 57% of its bandwidth, one push against two pulls at 84%)"
+        in table
+    )
+    assert table.count("; m5") == 1
+
+
+def test_interference_needs_version_5_and_counts_as_the_duplex_effect(
+    doc: dict[str, Any], profile: NetworkProfile
+) -> None:
+    effect = {"efficiency": 0.9, "pull_exponent": 0.7, "push_exponent": 0.2}
+    with pytest.raises(TraceError, match="field 'duplex_interference': needs schema_version 5"):
+        network_profile_from_dict({**doc, "schema_version": 4, "duplex_interference": effect})
+    for field, value in (("efficiency", 1.5), ("efficiency", 0), ("pull_exponent", -0.1)):
+        bad = {**doc, "schema_version": 5, "duplex_interference": {**effect, field: value}}
+        with pytest.raises(TraceError, match=f"field '{field}'"):
+            network_profile_from_dict(bad, "bad.json")
+    loaded = network_profile_from_dict({**doc, "schema_version": 5, "duplex_interference": effect})
+    assert loaded.duplex_interference == DuplexInterference(0.9, 0.7, 0.2)
+    # either model of the two directions: the profile does not lack "duplex goodput"
+    assert "duplex goodput" not in loaded.lacks
+    assert "duplex goodput" in profile.lacks and "duplex interference" not in profile.lacks
 
 
 def test_a_rings_bandwidth_per_w_is_the_nearest_measured() -> None:
@@ -598,7 +633,7 @@ def test_loopback_profile_records_every_effect(tmp_path: Path) -> None:
     assert all(0 < bps <= profile.bandwidth_bps for _, bps in ring.bandwidths)
     assert any(line.startswith("ring AllReduce: ") and "per message" in line for line in lines)
     path = save_network_profile(profile, tmp_path / "lo.json")
-    assert json.loads(path.read_text("utf-8"))["schema_version"] == 4
+    assert json.loads(path.read_text("utf-8"))["schema_version"] == 5
     loaded = load_network_profile(path)
     assert dataclasses.replace(loaded, source=profile.source) == profile
 

@@ -43,6 +43,10 @@ CASES: dict[str, tuple[dict[str, Any], bool]] = {
         True,
     ),
     "duplex limit, equal shares": ({"workers": 3, "duplex_bps": 1.2 * 920e6}, True),
+    "measured network with the two directions' interference": (
+        {"workers": 4, **VETH, "duplex_interference": (0.94, 0.72, 0.17)},
+        True,
+    ),
     "ring with transfer CPU": (
         {
             "workers": 3,

@@ -24,23 +24,19 @@ without one the ranks talk over loopback. From the shell (root for ``--rate``)::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from profilers.distributed.spawn import join_gloo_group, run_rank_processes
-from profilers.distributed.testbed import Testbed, available_cores
+from profilers.distributed.transfer_patterns import time_patterns
 from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.units import format_bandwidth
 
 __all__ = ["DuplexReport", "duplex_from_dict", "duplex_text", "duplex_to_dict", "measure_duplex"]
 
-_GRACE_S = 10.0
 MODES = ("push", "pull", "both")
 
 
@@ -163,74 +159,31 @@ def _run(
     warmup: int,
     timeout_s: float,
 ) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-    world = workers + 1
-    pinned = Testbed(cores=available_cores()).server_and_worker_cpus(1, workers)
-    cpus: list[set[int] | None] = list(pinned) if pinned is not None else [None] * world
-    per_rank = run_rank_processes(
+    """The server's span of every timed repetition of each mode (every repetition ends at a
+    barrier after every transfer has arrived: the server's times are the run's)."""
+    both_ways = {"push": (True, False), "pull": (False, True), "both": (True, True)}
+    timed = time_patterns(
         "duplex",
-        _rank_main,
-        [(world, nbytes, repeats, warmup, timeout_s, cluster, cpus[rank]) for rank in range(world)],
-        (timeout_s + _GRACE_S) * 3,
+        {mode: (both_ways[mode],) * workers for mode in MODES},
+        nbytes=nbytes,
+        repeats=repeats,
+        warmup=warmup,
+        timeout_s=timeout_s,
+        cluster=cluster,
     )
-    server = per_rank[0]  # every repetition ends at a barrier: the server's times are the run's
-    return tuple(tuple(server[mode]) for mode in MODES)  # type: ignore[return-value]
-
-
-def _rank_main(
-    rank: int,
-    init: str,
-    world: int,
-    nbytes: int,
-    repeats: int,
-    warmup: int,
-    timeout_s: float,
-    cluster: EmulatedCluster | None,
-    cpus: set[int] | None,
-    results: Any,
-) -> None:
-    try:
-        dist = join_gloo_group(rank, world, init, timeout_s, cluster, cpus)
-        import torch
-
-        payload = torch.ones(nbytes // 4)
-        inbox = [torch.empty(nbytes // 4) for _ in range(world)]
-        times: dict[str, list[float]] = {mode: [] for mode in MODES}
-        for mode in MODES:
-            for repetition in range(warmup + repeats):
-                dist.barrier()
-                start = time.perf_counter()
-                works = []
-                pushes, pulls = mode in ("push", "both"), mode in ("pull", "both")
-                if rank == 0:
-                    for peer in range(1, world):
-                        if pushes:
-                            works.append(dist.irecv(inbox[peer], src=peer, tag=1))
-                        if pulls:
-                            works.append(dist.isend(payload, dst=peer, tag=2))
-                else:
-                    if pushes:
-                        works.append(dist.isend(payload, dst=0, tag=1))
-                    if pulls:
-                        works.append(dist.irecv(inbox[0], src=0, tag=2))
-                for work in works:
-                    if work is not None:
-                        work.wait()
-                dist.barrier()  # the repetition ends when every transfer has arrived
-                if repetition >= warmup:
-                    times[mode].append(time.perf_counter() - start)
-        dist.destroy_process_group()
-        results.put(("times", rank, times))
-    except (SgdsimError, RuntimeError, OSError) as err:
-        results.put(("error", rank, str(err)))
-        raise SystemExit(1) from err
+    push, pull, both = (timed[mode].span_s for mode in MODES)
+    return push, pull, both
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m profilers.distributed.link_duplex``: measure, print, optionally add to a
     network profile (``--add-to FILE``, rewritten in place with its other fields kept)."""
-    from profilers.network_measure import duplex_effect
-    from simcore.network_io import load_network_profile, save_network_profile
+    from profilers.network_measure import add_to_profile, duplex_effect
+    from simcore.network_io import load_network_profile
     from simcore.units import parse_bandwidth
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
 
     parser = argparse.ArgumentParser(
         prog="python -m profilers.distributed.link_duplex",
@@ -243,17 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rate = None if args.rate is None else parse_bandwidth(args.rate, name="--rate")
-        duplex = duplex_effect(
-            link_rate_bps=rate,
-            repeats=args.repeats,
-            note=args.note,
-            say=lambda line: print(line, file=sys.stderr),
-        )
         if args.add_to:
-            profile = load_network_profile(args.add_to)
-            profile = dataclasses.replace(profile, duplex=duplex, source="<memory>")
-            save_network_profile(profile, args.add_to, overwrite=True)
-            print(f"added to {args.add_to}", file=sys.stderr)
+            load_network_profile(args.add_to)  # a bad file fails before the measurement
+        duplex = duplex_effect(link_rate_bps=rate, repeats=args.repeats, note=args.note, say=say)
+        if args.add_to:
+            add_to_profile(args.add_to, say, duplex=duplex)
     except SgdsimError as err:
         print(f"link_duplex: error: {err}", file=sys.stderr)
         return 1

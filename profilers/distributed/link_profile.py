@@ -17,6 +17,7 @@ import socket
 from datetime import datetime, timezone
 
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, ring_cpu_work
+from profilers.distributed.link_interference import TESTBED_INTERFERENCE
 from profilers.distributed.measurements import Measurements
 from profilers.distributed.ring_goodput import ring_model_terms
 from profilers.distributed.transfer_latency import LatencyFit
@@ -131,6 +132,15 @@ def measured_network_profile(
             method=f"profilers.distributed.link_duplex ({where})",
             created_utc=now,
         )
+    # What the validation predicts the two directions with on the testbed: the testbed's
+    # interference, which this validation did not measure itself (its method says so).
+    interference = None
+    if duplex is not None and rate is not None:
+        interference = dataclasses.replace(
+            TESTBED_INTERFERENCE,
+            method=f"{TESTBED_INTERFERENCE.method}; not measured by this validation",
+            created_utc=now,
+        )
     if sharing is not None:
         bandwidth, how = sharing.goodput_bps(), "one TCP flow's goodput (profilers.link_sharing)"
     else:
@@ -147,6 +157,7 @@ def measured_network_profile(
         flow_sharing=flow,
         ring_goodput=ring,
         duplex=duplex,
+        duplex_interference=interference,
         source="measured",
     )
 

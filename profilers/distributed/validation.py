@@ -68,6 +68,7 @@ import numpy as np
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
+from profilers.distributed.link_interference import TESTBED_INTERFERENCE
 from profilers.distributed.link_profile import (
     effective_bandwidth_bps,
     measured_network_profile,
@@ -105,7 +106,12 @@ from simcore.link_settings import (
     ring_parse_alpha,
 )
 from simcore.network import NetworkProfile
-from simcore.network_effects import RingGoodput, nearest_measured, per_workers_text
+from simcore.network_effects import (
+    DuplexInterference,
+    RingGoodput,
+    nearest_measured,
+    per_workers_text,
+)
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
@@ -503,9 +509,21 @@ def assess(
     latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
     # What the server's link carries both ways at once, as a multiple of one direction: an
     # option's or a profile's, else the testbed's own measurement; full duplex without any.
+    # Unless a ratio was given, the testbed's interference between the two directions instead
+    # (TESTBED_INTERFERENCE says why): the ratio's measurement times every worker pulling and
+    # pushing at once, which training rarely does, and its shared limit slows one pull beside
+    # one push by a quarter where the link loses a few percent.
     own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
     duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
     duplex_bps = duplex_limit_bps(duplex.value, bandwidth.value)
+    interference = None
+    if given.duplex_interference is not None:  # an option's or a profile's
+        interference = DuplexInterference(
+            *given.duplex_interference.value, method=given.duplex_interference.source
+        )
+        duplex_bps = None
+    elif duplex.source == "measured" and duplex_bps is not None:
+        interference, duplex_bps = TESTBED_INTERFERENCE, None
     comm_thread = measured_comm_thread(trace)  # the solo runs' CPU time, pooled into the trace
     fitting = Predictor(
         trace,
@@ -521,6 +539,7 @@ def assess(
         ring_bandwidths=ring_bandwidths,
         flow_weight_cv_push=push_cv,
         duplex_bps=duplex_bps,
+        duplex_interference=interference.parameters if interference is not None else None,
         comm_thread_s_per_step=comm_thread.beyond_s if comm_thread is not None else 0.0,
     )
     comm_cpu = fit_comm_cpu(  # the work at the transfers' pace, which replaces the rest
@@ -571,6 +590,13 @@ def assess(
             f"; parameter server: both directions together at most "
             f"{format_bandwidth(duplex_bps)} ({duplex.value:.3g}x one way, {duplex.source})"
         )
+    if interference is not None:
+        link_text += f"; parameter server: {interference.text()} ({interference.method})"
+        if duplex.value < FULL_DUPLEX:
+            link_text += (
+                f", instead of both directions together at most {duplex.value:.3g}x one "
+                f"({duplex.source})"
+            )
     link_text += "; " + comm_thread_text(comm_thread)
     if ps_latency is not None and ps_latency.latency_s > 0:
         link_text += (
@@ -737,6 +763,9 @@ class Predictor:
     # What the server's link carries with pulls and pushes at once (link_duplex); None: full
     # duplex, each direction its bandwidth whatever the other does.
     duplex_bps: float | None = None
+    # Instead of duplex_bps: each direction slowed by the other's transfers (the simulator's
+    # duplex_interference: efficiency, pull exponent, push exponent); None: not this model.
+    duplex_interference: tuple[float, float, float] | None = None
     # A parameter server's transfers' fixed cost, fitted to the one-worker runs
     # (fit_transfer_latency), on top of latency_s for the parameter-server architectures.
     ps_latency_s: float = 0.0
@@ -797,6 +826,7 @@ class Predictor:
             flow_weight_cv=self.flow_weight_cv if sim_arch == "ps" else 0.0,
             flow_weight_cv_push=self.flow_weight_cv_push if sim_arch == "ps" else None,
             duplex_bps=self.duplex_bps if sim_arch == "ps" else None,
+            duplex_interference=self.duplex_interference if sim_arch == "ps" else None,
             comm_cpu_s_per_byte=self.comm_cpu_s_per_byte if self._rate_coupled_cpu(arch) else 0.0,
         )
 

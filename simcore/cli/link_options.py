@@ -17,6 +17,7 @@ from simcore.errors import ConfigError
 from simcore.link_settings import FULL_DUPLEX, LinkSettings, Sourced
 from simcore.network import NetworkProfile, profile_note
 from simcore.network_io import load_network_profile
+from simcore.sim.config import MAX_INTERFERENCE_EXPONENT
 from simcore.units import (
     check_bandwidth_range,
     check_duration_range,
@@ -50,6 +51,14 @@ def add_effect_options(p: argparse.ArgumentParser, *, cpu: bool = True) -> None:
         metavar="RATIO",
         help="what a parameter server's link carries in both directions at once, as a multiple "
         "of one direction: 2 = full duplex, 1 = half duplex (default: --network's, else 2)",
+    )
+    p.add_argument(
+        "--duplex-interference",
+        metavar="EFF,PULL,PUSH",
+        help="instead of --duplex: each direction of a parameter server's link keeps its "
+        "bandwidth but slows beside the other's transfers, to EFF * min(1, n/m) ** PULL (pulls) "
+        "or ** PUSH (pushes) of it with n transfers facing m (default: --network's if it has "
+        "one and --duplex is not given; profilers.distributed.link_interference measures it)",
     )
     if cpu:
         p.add_argument(
@@ -105,6 +114,7 @@ def link_settings(
         comm_cpu_s_per_byte=_comm_cpu(args, profile, name),
         host_cpu_cores=_host_cores(args, profile, name),
         duplex_ratio=_duplex(args, profile, name),
+        duplex_interference=_interference(args, profile, name),
         ring=profile.ring_goodput if profile is not None else None,
         profile=name,
         note=profile_note(profile, name) if profile is not None else "",
@@ -164,6 +174,45 @@ def _duplex(
     if profile is not None and name is not None and profile.duplex is not None:
         return Sourced(min(profile.duplex.ratio, FULL_DUPLEX), name)
     return Sourced(FULL_DUPLEX)
+
+
+def _interference(
+    args: argparse.Namespace, profile: NetworkProfile | None, name: str | None
+) -> Sourced[tuple[float, float, float]] | None:
+    """``--duplex-interference``, else the profile's unless ``--duplex`` chose the other model
+    (both options: ConfigError)."""
+    text = getattr(args, "duplex_interference", None)
+    if text is not None:
+        if getattr(args, "duplex", None) is not None:
+            raise ConfigError(
+                "--duplex and --duplex-interference: two models of the same link's two "
+                "directions; give one"
+            )
+        return Sourced(parse_interference(text), "--duplex-interference")
+    if getattr(args, "duplex", None) is not None or profile is None or name is None:
+        return None
+    effect = profile.duplex_interference
+    return Sourced(effect.parameters, name) if effect is not None else None
+
+
+def parse_interference(text: str) -> tuple[float, float, float]:
+    """``EFF,PULL,PUSH`` as three numbers, checked as the simulator checks them; ConfigError
+    naming the option."""
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        values = [float(part) for part in parts]
+    except ValueError:
+        values = []
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ConfigError(
+            f"--duplex-interference: expected three numbers EFF,PULL,PUSH (e.g. 0.94,0.72,0.17), "
+            f"got {text!r}"
+        )
+    efficiency, pull, push = values
+    check_range("--duplex-interference efficiency", efficiency, 0.0, 1.0, low_open=True)
+    check_range("--duplex-interference PULL", pull, 0.0, MAX_INTERFERENCE_EXPONENT)
+    check_range("--duplex-interference PUSH", push, 0.0, MAX_INTERFERENCE_EXPONENT)
+    return (efficiency, pull, push)
 
 
 def _push_cv(

@@ -56,6 +56,7 @@ OPTION_OF: dict[str, str] = {
     "flow_weight_cv": "--flow-weight-cv",
     "flow_weight_cv_push": "--flow-weight-cv",
     "duplex_bps": "--duplex",
+    "duplex_interference": "--duplex-interference",
     "comm_cpu_s_per_byte": "--comm-cpu",
     # Topology (a host type from --topology; the options given explicitly win over it)
     "hosts": "--hosts",

@@ -152,6 +152,14 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         "direction: 2 = full duplex (default: measured on the testbed, else 2)",
     )
     p.add_argument(
+        "--duplex-interference",
+        metavar="EFF,PULL,PUSH",
+        help="instead of --duplex: each direction of the server's link slowed by the other's "
+        "transfers, EFF * min(1, n/m) ** PULL (pulls) or ** PUSH (pushes) of its bandwidth with "
+        "n transfers facing m (default: the emulated testbed's, measured by "
+        "profilers.distributed.link_interference, unless --duplex is given)",
+    )
+    p.add_argument(
         "--comm-cpu",
         type=float,
         metavar="NS_PER_BYTE",

@@ -160,6 +160,14 @@ class SimulationConfig:
         short of twice its one-way goodput when both directions are busy (the ACKs of one
         direction queue behind the other's data; the server's CPU handles both):
         ``profilers.distributed.link_duplex`` measures it. See SEMANTICS.md.
+    duplex_interference : ``(efficiency, pull_exponent, push_exponent)``, the other model of a
+        parameter server's two directions (instead of ``duplex_bps``): each direction keeps its
+        own bandwidth, and while both carry transfers a direction with ``n`` transfers facing
+        ``m`` in the other carries ``efficiency * min(1, n / m) ** exponent`` of it (pulls use
+        ``pull_exponent``, pushes ``push_exponent``). A transfer's ACKs travel the other way, so
+        they wait in the other direction's queue, which the more transfers it carries the
+        longer it stands. None = not this model. ``profilers.distributed.link_duplex``
+        measures it (``measure_interference``). See SEMANTICS.md.
     """
 
     workers: int = 1
@@ -202,6 +210,7 @@ class SimulationConfig:
     flow_weight_cv_push: float | None = None
     comm_cpu_s_per_byte: float = 0.0
     duplex_bps: float | None = None
+    duplex_interference: tuple[float, float, float] | None = None
 
     def weight_cv_of(self, direction: str) -> float:
         """The flow weight cv of the ``"uplink"`` (pushes) or ``"downlink"`` (pulls)."""
@@ -301,6 +310,41 @@ def _positive(name: str, value: Any, *, zero_ok: bool = False) -> None:
     if not ok or value < 0 or (value == 0 and not zero_ok):
         rule = ">= 0" if zero_ok else "> 0"
         raise ConfigError(f"{name}: must be a finite number {rule}, got {value!r}")
+
+
+# Beyond this an exponent starves the lighter direction outright (4 transfers against 1: below
+# 1e-6 of its bandwidth); no measured link comes near (0.2-0.9 on the emulated testbed).
+MAX_INTERFERENCE_EXPONENT = 10.0
+
+
+def _check_interference(config: SimulationConfig) -> None:
+    value = config.duplex_interference
+    if not (isinstance(value, tuple) and len(value) == 3):
+        raise ConfigError(
+            f"duplex_interference: must be (efficiency, pull_exponent, push_exponent), "
+            f"got {value!r}"
+        )
+    efficiency, pull, push = value
+    _positive("duplex_interference efficiency", efficiency)
+    if efficiency > 1:
+        raise ConfigError(f"duplex_interference: efficiency must be <= 1, got {efficiency!r}")
+    for what, exponent in (("pull_exponent", pull), ("push_exponent", push)):
+        _positive(f"duplex_interference {what}", exponent, zero_ok=True)
+        if exponent > MAX_INTERFERENCE_EXPONENT:
+            raise ConfigError(
+                f"duplex_interference: {what} must be <= {MAX_INTERFERENCE_EXPONENT:g}, "
+                f"got {exponent!r}"
+            )
+    if config.duplex_bps is not None:
+        raise ConfigError(
+            "duplex_interference and duplex_bps: two models of the same link's two directions; "
+            "give one"
+        )
+    if config.arch != "ps" or config.servers != 1:
+        raise ConfigError(
+            f"duplex_interference: applies to one parameter server's link (arch='ps', "
+            f"servers=1), not arch={config.arch!r} with {config.servers} server(s)"
+        )
 
 
 def _one_of(name: str, value: Any, allowed: Sequence[str]) -> None:
@@ -408,6 +452,8 @@ def _validate(config: SimulationConfig) -> None:
                 f"duplex_bps: applies to one parameter server's link (arch='ps', servers=1), "
                 f"not arch={config.arch!r} with {config.servers} server(s)"
             )
+    if config.duplex_interference is not None:
+        _check_interference(config)
     weighted = config.flow_weight_cv > 0 or config.weight_cv_of("uplink") > 0
     if weighted and (config.arch != "ps" or config.policy_name != "ps"):
         raise ConfigError(

@@ -159,12 +159,18 @@ class Engine:
         for direction in (Resource.DOWNLINK.value, Resource.UPLINK.value):
             if any(s.resource == direction for dag in self.dags for s in dag.slots):
                 links[direction] = self._make_link(direction)
-        duplex = self.config.duplex_bps
-        if duplex is not None and len(links) == 2:
+        duplex, interference = self.config.duplex_bps, self.config.duplex_interference
+        if (duplex is not None or interference is not None) and len(links) == 2:
             down, up = links[Resource.DOWNLINK.value], links[Resource.UPLINK.value]
             assert isinstance(down, RateLink) and isinstance(up, RateLink)
-            down.couple_duplex(up, duplex)
-            up.couple_duplex(down, duplex)
+            if interference is not None:
+                efficiency, pull_exponent, push_exponent = interference
+                down.couple_interference(up, efficiency, pull_exponent)
+                up.couple_interference(down, efficiency, push_exponent)
+            else:
+                assert duplex is not None
+                down.couple_duplex(up, duplex)
+                up.couple_duplex(down, duplex)
         return links
 
     def _make_link(self, name: str) -> Link:
@@ -178,6 +184,7 @@ class Engine:
             or cfg.weight_cv_of(name) > 0
             or cfg.comm_cpu_s_per_byte > 0
             or cfg.duplex_bps is not None
+            or cfg.duplex_interference is not None
         )
         uniform = all(c == caps[0] for c in caps)
         if not general and cfg.servers == 1 and uniform and isinstance(policy, EqualSharePolicy):

@@ -107,6 +107,8 @@ class RateLink(Link):
         # The other direction of a duplex-limited server link (couple_duplex); None: none.
         self._partner: RateLink | None = None
         self._duplex_bps = math.inf
+        # couple_interference instead: (efficiency, this direction's exponent); None: not it.
+        self._interference: tuple[float, float] | None = None
         self._told_partner = 0  # the number of flows the partner last planned with
 
     def transmit(self, owner: FlowOwner, bits: float) -> None:
@@ -141,6 +143,12 @@ class RateLink(Link):
         while both carry transfers: see :func:`duplex_capacity`. Call it on both links."""
         self._partner, self._duplex_bps = partner, duplex_bps
 
+    def couple_interference(self, partner: RateLink, efficiency: float, exponent: float) -> None:
+        """Carry ``interfered_capacity`` of this direction's bandwidth while ``partner`` (the
+        other direction of the same server's link) carries transfers too. Call it on both
+        links, each with its own ``exponent``."""
+        self._partner, self._interference = partner, (efficiency, exponent)
+
     def _active(self) -> int:
         return sum(1 for f in self._flows if not f.done)
 
@@ -148,6 +156,9 @@ class RateLink(Link):
         """This direction's capacity with ``n`` flows beside the partner's (duplex_capacity)."""
         partner = self._partner
         assert partner is not None
+        if self._interference is not None:
+            efficiency, exponent = self._interference
+            return interfered_capacity(capacity, n, partner._active(), efficiency, exponent)
         return duplex_capacity(capacity, n, partner._caps_c[0], partner._active(), self._duplex_bps)
 
     def _replan(self) -> None:
@@ -417,6 +428,23 @@ def duplex_capacity(
     if own <= other:
         return capacity_bps  # this direction is full first; the other gets what is left
     return max(min(capacity_bps, duplex_bps - other_bps), 0.0)
+
+
+def interfered_capacity(
+    capacity_bps: float, flows: int, other_flows: int, efficiency: float, exponent: float
+) -> float:
+    """What one direction of a link may carry (bit/s) with ``flows`` transfers while the other
+    direction carries ``other_flows`` (the ``duplex_interference`` model): its own capacity
+    when either is idle, else ``efficiency * min(1, flows / other_flows) ** exponent`` of it.
+
+    Each transfer is clocked by ACKs that travel the other way and wait in that direction's
+    queue; the more transfers the other direction carries, the longer its queue stands and the
+    slower this direction's ACKs return. A direction carrying as many transfers or more loses
+    only ``efficiency``.
+    """
+    if flows == 0 or other_flows == 0:
+        return capacity_bps
+    return capacity_bps * efficiency * float(min(1.0, flows / other_flows) ** exponent)
 
 
 def weighted_rates(
