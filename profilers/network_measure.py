@@ -414,8 +414,8 @@ def interference_effect(
     ``link_rate_bps``."""
     from profilers.distributed.link_interference import (
         fit_interference,
+        interference_report_text,
         measure_interference,
-        report_text,
     )
 
     tell = say or (lambda _line: None)
@@ -431,7 +431,7 @@ def interference_effect(
         f"three the other way, {repeats} of each after 1 warm-up; fitted by fit_interference"
     )
     effect = fit_interference(report.slowdowns(), _noted(method, note), _now())
-    tell(report_text(report, effect))
+    tell(interference_report_text(report, effect))
     return effect
 
 

@@ -161,6 +161,9 @@ def test_scenario_on_the_emulated_cluster_measures_the_link_first(
     text = capsys.readouterr().out
     assert "emulated cluster, links shaped to 200 Mbit/s" in text
     assert "FCFS index" in text and "one flow alone gets" in text
+    # the server's two directions: measured pattern by pattern, and the predictions use that
+    assert "interference (link shaped to 200 Mbit/s, 2.48 MB a transfer): " in text
+    assert "measured on the testbed's link shaped to 200 Mbit/s (link_interference)" in text
     with open(tmp_path / "validate.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["workers"]) for r in rows] == [1, 2]

@@ -3,6 +3,7 @@ the three numbers of the simulator's model fitted from it."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,8 +11,12 @@ import pytest
 from profilers.distributed.link_interference import (
     PATTERNS,
     TESTBED_INTERFERENCE,
+    InterferenceReport,
     fit_interference,
+    interference_from_dict,
+    interference_to_dict,
     measure_interference,
+    measured_interference,
 )
 from simcore.errors import ConfigError
 from simcore.network_effects import DuplexInterference
@@ -30,6 +35,54 @@ def _slowdowns(efficiency: float, pull: float, push: float) -> dict[str, float]:
             for k in (2, 3)
         },
     }
+
+
+def model_report(
+    efficiency: float, pull: float, push: float, alone_s: float = 0.1
+) -> InterferenceReport:
+    """The timings a link following the model exactly would give (two repetitions each; the
+    transfers a pattern is not about take k alone-times, as k sharing a direction would)."""
+    slow = _slowdowns(efficiency, pull, push)
+
+    def twice(factor: float) -> tuple[float, ...]:
+        return (alone_s * factor, alone_s * factor)
+
+    pulls = {
+        "pull alone": twice(1.0),
+        "one each": twice(slow["pull beside one push"]),
+        "pull against 2": twice(slow["pull against 2"]),
+        "pull against 3": twice(slow["pull against 3"]),
+        "push against 2": twice(2.0),
+        "push against 3": twice(3.0),
+    }
+    pushes = {
+        "push alone": twice(1.0),
+        "one each": twice(slow["push beside one pull"]),
+        "pull against 2": twice(2.0),
+        "pull against 3": twice(3.0),
+        "push against 2": twice(slow["push against 2"]),
+        "push against 3": twice(slow["push against 3"]),
+    }
+    return InterferenceReport(1_000_000, pulls, pushes, 1e8)
+
+
+def test_a_measurement_survives_its_dict_and_bad_ones_name_the_source() -> None:
+    report = model_report(0.9, 0.7, 0.2)
+    back = interference_from_dict(json.loads(json.dumps(interference_to_dict(report))), "f.json")
+    assert back == report
+    fitted = measured_interference(back)
+    assert fitted.parameters == pytest.approx((0.9, 0.7, 0.2))
+    assert (
+        fitted.method == "measured on the testbed's link shaped to 100 Mbit/s (link_interference)"
+    )
+    data = interference_to_dict(report)
+    with pytest.raises(ConfigError, match=r"f\.json: interference: needs the patterns"):
+        interference_from_dict({**data, "pull_s": {"pull alone": [0.1]}}, "f.json")
+    bad = {**data, "push_s": {**data["push_s"], "push alone": [0.1, -1.0]}}
+    with pytest.raises(ConfigError, match=r"f\.json: interference: needs bytes and positive"):
+        interference_from_dict(bad, "f.json")
+    with pytest.raises(ConfigError, match=r"f\.json: interference: not an interference"):
+        interference_from_dict([1, 2], "f.json")
 
 
 def test_the_fit_recovers_a_link_that_follows_the_model() -> None:

@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from test_link_interference import model_report
 from test_validation_measurements import measurements
 
 from profilers.distributed.campaign import (
@@ -686,6 +687,13 @@ def test_the_server_link_is_the_testbeds_interference_unless_an_option_chooses()
     assert "each direction slowed by the other's transfers" in report.link_text
     assert f"instead of both directions together at most {m.duplex.ratio():.3g}x" in (
         report.link_text
+    )
+    # a validation that measured the interference itself predicts with its own
+    own = assess(dataclasses.replace(m, interference=model_report(0.9, 0.7, 0.2)), ideal=False)
+    assert own.predictor is not None
+    assert own.predictor.duplex_interference == pytest.approx((0.9, 0.7, 0.2))
+    assert "measured on the testbed's link shaped to 100 Mbit/s (link_interference)" in (
+        own.link_text
     )
     # --duplex chooses the shared limit; --duplex-interference its own numbers
     ratio = assess(

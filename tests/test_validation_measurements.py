@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_link_interference import model_report
 
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.link_duplex import DuplexReport
@@ -101,6 +102,7 @@ def measurements(with_sharing: bool = True) -> Measurements:
         duplex,
         solo_more=(a_run(),) if with_sharing else (),
         alone_more=(a_run("allreduce"),) if with_sharing else (),
+        interference=model_report(0.9, 0.7, 0.2) if with_sharing else None,
     )
 
 

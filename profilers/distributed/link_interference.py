@@ -45,6 +45,7 @@ import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from profilers.distributed.transfer_patterns import Plan, time_patterns
 from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
@@ -57,8 +58,11 @@ __all__ = [
     "TESTBED_INTERFERENCE",
     "InterferenceReport",
     "fit_interference",
+    "interference_from_dict",
+    "interference_report_text",
+    "interference_to_dict",
     "measure_interference",
-    "report_text",
+    "measured_interference",
 ]
 
 _GRACE_S = 10.0
@@ -108,6 +112,43 @@ class InterferenceReport:
             out[f"pull against {k}"] = statistics.median(self.pull_s[f"pull against {k}"]) / pull
             out[f"push against {k}"] = statistics.median(self.push_s[f"push against {k}"]) / push
         return out
+
+
+def interference_to_dict(report: InterferenceReport) -> dict[str, Any]:
+    """The JSON form (:func:`interference_from_dict` reads it back)."""
+    return {
+        "nbytes": report.nbytes,
+        "pull_s": {name: list(times) for name, times in report.pull_s.items()},
+        "push_s": {name: list(times) for name, times in report.push_s.items()},
+        "link_rate_bps": report.link_rate_bps,
+    }
+
+
+def interference_from_dict(data: Any, source: str = "<memory>") -> InterferenceReport:
+    """Inverse of :func:`interference_to_dict`; ConfigError naming ``source`` on bad data
+    (every pattern of :data:`PATTERNS` timed, every time positive)."""
+    try:
+        rate = data.get("link_rate_bps")
+        report = InterferenceReport(
+            int(data["nbytes"]),
+            {str(k): tuple(float(x) for x in v) for k, v in data["pull_s"].items()},
+            {str(k): tuple(float(x) for x in v) for k, v in data["push_s"].items()},
+            None if rate is None else float(rate),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        raise ConfigError(
+            f"{source}: interference: not an interference measurement ({err})"
+        ) from None
+    wanted_pulls = {n for n, plan in PATTERNS.items() if any(pull for _, pull in plan)}
+    wanted_pushes = {n for n, plan in PATTERNS.items() if any(push for push, _ in plan)}
+    if set(report.pull_s) != wanted_pulls or set(report.push_s) != wanted_pushes:
+        raise ConfigError(
+            f"{source}: interference: needs the patterns {', '.join(PATTERNS)}, timed"
+        )
+    times = [t for ts in (*report.pull_s.values(), *report.push_s.values()) for t in ts]
+    if report.nbytes < 4 or not times or not all(math.isfinite(t) and t > 0 for t in times):
+        raise ConfigError(f"{source}: interference: needs bytes and positive times")
+    return report
 
 
 def fit_interference(
@@ -169,6 +210,16 @@ def measure_interference(
         return _measure(nbytes, cluster, repeats, timeout_s, link_rate_bps)
 
 
+def measured_interference(report: InterferenceReport) -> DuplexInterference:
+    """The model fitted to a validation's own measurement (:func:`fit_interference`)."""
+    where = (
+        "loopback"
+        if report.link_rate_bps is None
+        else f"the testbed's link shaped to {format_bandwidth(report.link_rate_bps)}"
+    )
+    return fit_interference(report.slowdowns(), f"measured on {where} (link_interference)")
+
+
 def _measure(
     nbytes: int,
     cluster: EmulatedCluster | None,
@@ -191,7 +242,7 @@ def _measure(
     return InterferenceReport(nbytes, pulls, pushes, link_rate_bps)
 
 
-def report_text(report: InterferenceReport, fitted: DuplexInterference) -> str:
+def interference_report_text(report: InterferenceReport, fitted: DuplexInterference) -> str:
     where = (
         f"link shaped to {format_bandwidth(report.link_rate_bps)}"
         if report.link_rate_bps is not None

@@ -17,7 +17,7 @@ import socket
 from datetime import datetime, timezone
 
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, ring_cpu_work
-from profilers.distributed.link_interference import TESTBED_INTERFERENCE
+from profilers.distributed.link_interference import TESTBED_INTERFERENCE, measured_interference
 from profilers.distributed.measurements import Measurements
 from profilers.distributed.ring_goodput import ring_model_terms
 from profilers.distributed.transfer_latency import LatencyFit
@@ -135,7 +135,11 @@ def measured_network_profile(
     # What the validation predicts the two directions with on the testbed: the testbed's
     # interference, which this validation did not measure itself (its method says so).
     interference = None
-    if duplex is not None and rate is not None:
+    if measured.interference is not None:
+        interference = dataclasses.replace(
+            measured_interference(measured.interference), created_utc=now
+        )
+    elif duplex is not None and rate is not None:
         interference = dataclasses.replace(
             TESTBED_INTERFERENCE,
             method=f"{TESTBED_INTERFERENCE.method}; not measured by this validation",

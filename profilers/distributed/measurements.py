@@ -20,6 +20,8 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
                       # one after another (since 2026-11-27; with it the ring predictions use
                       # these rather than ring_goodput)
      "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
+     "interference": {...},                # optional: profilers.distributed.link_interference
+                                           # (since 2026-11-28)
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
@@ -42,6 +44,11 @@ from typing import Any
 
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.link_duplex import DuplexReport, duplex_from_dict, duplex_to_dict
+from profilers.distributed.link_interference import (
+    InterferenceReport,
+    interference_from_dict,
+    interference_to_dict,
+)
 from profilers.distributed.records import (
     RunResult,
     config_from_dict,
@@ -87,7 +94,9 @@ class Measurements:
     the solo run); ``solo`` the one-worker parameter-server run (the profile), ``alone`` the
     one-worker ring run (the computation without transfers); ``ring`` the goodput of a ring
     AllReduce of the model's layers alone, on the testbed (None: not measured); ``duplex`` what
-    the server's link carries with pulls and pushes at once (None: not measured).
+    the server's link carries with pulls and pushes at once (None: not measured);
+    ``interference`` how much each direction of it slows beside the other's transfers (None: not
+    measured, as in files before 2026-11-28).
     ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
     profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
     of one configuration differed by up to 20%). ``rings``: rings of 2, 3, ... ranks measured
@@ -111,6 +120,7 @@ class Measurements:
     # The testbed's tbf bucket, as time at the link's rate (netns_cluster.BURST_S unless
     # `sgdsim validate --testbed-burst` chose another).
     link_burst_s: float = BURST_S
+    interference: InterferenceReport | None = None
 
     @property
     def ring_set(self) -> tuple[RingGoodput, ...]:
@@ -203,6 +213,11 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         "ring_goodput": None if m.ring is None else _ring_to_dict(m.ring),
         "duplex": None if m.duplex is None else duplex_to_dict(m.duplex),
         **({"ring_goodputs": [_ring_to_dict(r) for r in m.rings]} if m.rings else {}),
+        **(
+            {"interference": interference_to_dict(m.interference)}
+            if m.interference is not None
+            else {}
+        ),
         "solo": run_to_dict(m.solo),
         "alone": run_to_dict(m.alone),
         "solo_more": [run_to_dict(r) for r in m.solo_more],
@@ -298,6 +313,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         raise ConfigError(f"{source}: cores: empty")
     ring = data.get("ring_goodput")
     duplex = data.get("duplex")
+    interference = data.get("interference")
     raw_rings = data.get("ring_goodputs", [])
     if not isinstance(raw_rings, list):
         raise ConfigError(
@@ -321,6 +337,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         alone_more=alone_more,
         rings=rings,
         link_burst_s=burst,
+        interference=None if interference is None else interference_from_dict(interference, source),
     )
 
 

@@ -68,7 +68,12 @@ import numpy as np
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
-from profilers.distributed.link_interference import TESTBED_INTERFERENCE
+from profilers.distributed.link_interference import (
+    TESTBED_INTERFERENCE,
+    interference_report_text,
+    measure_interference,
+    measured_interference,
+)
 from profilers.distributed.link_profile import (
     effective_bandwidth_bps,
     measured_network_profile,
@@ -152,6 +157,9 @@ PROFILE_RUNS = 3
 # The duplex measurement moved by about +-0.1 (around 1.5-1.6) from one measurement to the next
 # with 8 repetitions; 16 of each (about 20 s at 300-500 Mbit/s) narrow that by about sqrt(2).
 DUPLEX_REPEATS = 16
+# The interference measurement's repetitions of each pattern: six measurements of 16 gave
+# efficiencies 0.91-0.96 and exponents within 0.15 of each other (link_interference).
+INTERFERENCE_REPEATS = 16
 # Where a ring's transfers' CPU work runs by default (SimulationConfig.parse_placement): chosen
 # on the campaign's fit half against after each all-reduce and four other placements.
 RING_CPU_PLACEMENT = "pipelined"
@@ -404,6 +412,12 @@ def measure(
             link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS, burst_s=link_burst_s
         )
         say(duplex_text(duplex))
+    interference = None
+    if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
+        interference = measure_interference(
+            link_rate_bps=link_rate_bps, repeats=INTERFERENCE_REPEATS, burst_s=link_burst_s
+        )
+        say(interference_report_text(interference, measured_interference(interference)))
     measured = Measurements(
         base,
         link_rate_bps,
@@ -418,6 +432,7 @@ def measure(
         alone_more=tuple(alones[1:]),
         rings=tuple(rings),
         link_burst_s=link_burst_s,
+        interference=interference,
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
@@ -522,6 +537,8 @@ def assess(
             *given.duplex_interference.value, method=given.duplex_interference.source
         )
         duplex_bps = None
+    elif duplex.source == "measured" and measured.interference is not None:
+        interference, duplex_bps = measured_interference(measured.interference), None
     elif duplex.source == "measured" and duplex_bps is not None:
         interference, duplex_bps = TESTBED_INTERFERENCE, None
     comm_thread = measured_comm_thread(trace)  # the solo runs' CPU time, pooled into the trace
@@ -1109,7 +1126,11 @@ def report_text(report: ValidationReport) -> str:
         lines.append(report.link_text)
     if report.link_sharing is not None:
         lines += [link_sharing_text(report.link_sharing), ""]
-    rings = report.measurements.ring_set if report.measurements is not None else ()
+    measured = report.measurements
+    if measured is not None and measured.interference is not None:
+        fitted = measured_interference(measured.interference)
+        lines += [interference_report_text(measured.interference, fitted), ""]
+    rings = measured.ring_set if measured is not None else ()
     if rings:
         one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None
         predictor = report.predictor

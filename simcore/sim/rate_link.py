@@ -153,7 +153,8 @@ class RateLink(Link):
         return sum(1 for f in self._flows if not f.done)
 
     def _duplex_share(self, capacity: float, n: int) -> float:
-        """This direction's capacity with ``n`` flows beside the partner's (duplex_capacity)."""
+        """This direction's capacity with ``n`` flows beside the partner's (interfered_capacity
+        or duplex_capacity, whichever it was coupled with)."""
         partner = self._partner
         assert partner is not None
         if self._interference is not None:
