@@ -18,10 +18,10 @@ one push against two pulls       1.08, 1.08   1.02, 1.03   1.10, 1.10
 one push against three pulls     1.55, 1.50   1.35, 1.39   1.17, 1.29
 ==============================  ===========  ===========  ===========
 
-Pulls suffer more: the pushes' queue is tbf's on the bridge side, where it fills to its limit,
-while the pulls' queue is on the server's own interface, where TCP's small-queue limit keeps it
-short. Two pulls beside two pushes from other workers took 2.0-2.3 alone-times, as two
-transfers sharing one direction take anyway.
+Pulls suffer more, most likely (the queues were not looked at) because the pushes' queue is
+tbf's on the bridge side, where it fills to its limit, while the pulls' queue is on the server's
+own interface, where TCP's small-queue limit keeps it short. Two pulls beside two pushes from
+other workers took 2.0-2.3 alone-times, as two transfers sharing one direction take anyway.
 
 The simulator's ``duplex_interference`` model (:func:`simcore.sim.rate_link.
 interfered_capacity`) gives a direction with ``n`` transfers facing ``m`` the other way
