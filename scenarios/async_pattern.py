@@ -49,7 +49,8 @@ from profilers.distributed.async_probe import (
     probe_to_dict,
     probe_trace,
 )
-from profilers.distributed.testbed import available_cores
+from profilers.distributed.config import Architecture
+from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns import check_permitted
 from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
@@ -436,7 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             say=say,
         )
         # Burning workers share the cores the testbed leaves them (all but the server's).
-        worker_cores = float(max(len(available_cores()) - 1, 1)) if args.burn else None
+        testbed = Testbed(cores=available_cores())
+        worker_cores = testbed.worker_cores(Architecture.PS_ASYNC) if args.burn else None
         sim = simulate_rates(step, layerwise, rows, worker_cores)
         tables = [probes_table(rows), summary_table(rows, sim)]
         print(

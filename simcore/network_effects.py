@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from simcore.errors import TraceError
+from simcore.sim.rate_link import interfered_capacity
 from simcore.units import format_bandwidth
 
 __all__ = [
@@ -210,7 +211,7 @@ class DuplexInterference:
         """The share of its bandwidth one transfer (``direction`` "pull" or "push") keeps
         against ``against`` >= 1 transfers the other way."""
         exponent = self.pull_exponent if direction == "pull" else self.push_exponent
-        return self.efficiency * float((1 / against) ** exponent)
+        return interfered_capacity(1.0, 1, against, self.efficiency, exponent)
 
     def text(self) -> str:
         """The three numbers and what they mean at two transfers against one."""
@@ -224,8 +225,8 @@ def interference_text(parameters: tuple[float, float, float]) -> str:
     return (
         f"each direction slowed by the other's transfers (efficiency {efficiency:.2f}, pull "
         f"exponent {pull:.2f}, push exponent {push:.2f}: one pull against two pushes at "
-        f"{efficiency * 0.5**pull:.0%} of its bandwidth, one push against two pulls at "
-        f"{efficiency * 0.5**push:.0%})"
+        f"{interfered_capacity(1.0, 1, 2, efficiency, pull):.0%} of its bandwidth, one push "
+        f"against two pulls at {interfered_capacity(1.0, 1, 2, efficiency, push):.0%})"
     )
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
-from profilers.distributed.testbed import available_cores
+from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
 from simcore.trace.build import synthetic_trace
@@ -328,9 +328,8 @@ def measure_async_probe(
     cores = tuple(cores) if cores is not None else available_cores()
     # As the testbed pins a parameter server's ranks: the server on the first core, the workers
     # sharing the others.
-    cpus: list[set[int] | None] = [None] * (workers + 1)
-    if len(cores) >= 2:
-        cpus = [{cores[0]}, *[set(cores[1:])] * workers]
+    pinned = Testbed(cores=cores).server_and_worker_cpus(1, workers)
+    cpus: list[set[int] | None] = list(pinned) if pinned is not None else [None] * (workers + 1)
     args = [
         (workers, sizes, fwd, bwd, layerwise, burn, warmup + n_steps, timeout_s, cpus[r])
         for r in range(workers + 1)

@@ -24,6 +24,7 @@ from typing import Any
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import EmulatedCluster
+from simcore.errors import SgdsimError
 
 __all__ = ["PatternTimes", "Plan", "time_patterns"]
 
@@ -102,8 +103,6 @@ def _rank_main(
     cpus: set[int] | None,
     results: Any,
 ) -> None:
-    from simcore.errors import SgdsimError
-
     try:
         dist = join_gloo_group(rank, world, init, timeout_s, cluster, cpus)
         import torch
