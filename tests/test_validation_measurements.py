@@ -36,6 +36,7 @@ from profilers.link_sharing import (
     sharing_to_dict,
 )
 from profilers.netns_cluster import BURST_S
+from profilers.warm_sharing import WarmRound, WarmSharingReport
 from simcore.errors import ConfigError
 
 
@@ -103,7 +104,23 @@ def measurements(with_sharing: bool = True) -> Measurements:
         solo_more=(a_run(),) if with_sharing else (),
         alone_more=(a_run("allreduce"),) if with_sharing else (),
         interference=model_report(0.9, 0.7, 0.2) if with_sharing else None,
+        warm_sharing=WARM if with_sharing else None,
     )
+
+
+# Two pulls and two pushes at once over connections kept open, two rounds each.
+WARM = WarmSharingReport(
+    1e8,
+    6000,
+    0.3,
+    {"into": 5e-4, "out of": 5e-4},
+    (
+        WarmRound("into", (6e-4, 1e-3)),
+        WarmRound("into", (8e-4, 1e-3)),
+        WarmRound("out of", (1e-3, 1e-3)),
+        WarmRound("out of", (9e-4, 1e-3)),
+    ),
+)
 
 
 def test_a_run_comes_back_with_every_timestamp() -> None:
@@ -207,6 +224,19 @@ def test_further_profile_runs_come_back_and_older_files_have_none() -> None:
     other["solo_more"] = {}
     with pytest.raises(ConfigError, match=r"m\.json: solo_more: expected a list of runs"):
         measurements_from_dict(other, "m.json")
+
+
+def test_the_warm_sharing_comes_back_and_older_files_have_none() -> None:
+    m = measurements()
+    data = measurements_to_dict(m)
+    back = measurements_from_dict(json.loads(json.dumps(data)))
+    assert back.warm_sharing == WARM
+    assert back.warm_sharing.weight_cv("out of") < back.warm_sharing.weight_cv("into")
+    del data["warm_sharing"]  # as a file from before the measurement
+    assert measurements_from_dict(data).warm_sharing is None
+    data["warm_sharing"] = {"rate_bps": 1e8}
+    with pytest.raises(ConfigError, match=r"m\.json: warm sharing: missing field"):
+        measurements_from_dict(data, "m.json")
 
 
 def test_the_testbeds_bucket_comes_back_and_older_files_have_the_default() -> None:

@@ -22,6 +22,8 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
      "duplex": {...} | null,               # optional: profilers.distributed.link_duplex
      "interference": {...},                # optional: profilers.distributed.link_interference
                                            # (since 2026-11-28)
+     "warm_sharing": {...},                # optional: profilers.warm_sharing, the model's
+                                           # bytes (since 2026-11-28, second session)
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
@@ -60,6 +62,11 @@ from profilers.distributed.records import (
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.link_sharing import LinkSharingReport, sharing_from_dict, sharing_to_dict
 from profilers.netns_cluster import BURST_S
+from profilers.warm_sharing import (
+    WarmSharingReport,
+    warm_sharing_from_dict,
+    warm_sharing_to_dict,
+)
 from simcore.errors import ConfigError
 from simcore.files import atomic_output, read_json_file
 
@@ -96,7 +103,10 @@ class Measurements:
     AllReduce of the model's layers alone, on the testbed (None: not measured); ``duplex`` what
     the server's link carries with pulls and pushes at once (None: not measured);
     ``interference`` how much each direction of it slows beside the other's transfers (None: not
-    measured, as in files before 2026-11-28).
+    measured, as in files before 2026-11-28); ``warm_sharing`` how it shares the model's
+    transfers started together over connections kept open, as training's are
+    (:mod:`profilers.warm_sharing`; None: not measured). The predictions do not use it yet
+    (the top-level README's "What is still off" says why); it is kept so that they can.
     ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
     profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
     of one configuration differed by up to 20%). ``rings``: rings of 2, 3, ... ranks measured
@@ -121,6 +131,7 @@ class Measurements:
     # `sgdsim validate --testbed-burst` chose another).
     link_burst_s: float = BURST_S
     interference: InterferenceReport | None = None
+    warm_sharing: WarmSharingReport | None = None
 
     @property
     def ring_set(self) -> tuple[RingGoodput, ...]:
@@ -216,6 +227,11 @@ def measurements_to_dict(m: Measurements) -> dict[str, Any]:
         **(
             {"interference": interference_to_dict(m.interference)}
             if m.interference is not None
+            else {}
+        ),
+        **(
+            {"warm_sharing": warm_sharing_to_dict(m.warm_sharing)}
+            if m.warm_sharing is not None
             else {}
         ),
         "solo": run_to_dict(m.solo),
@@ -314,6 +330,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
     ring = data.get("ring_goodput")
     duplex = data.get("duplex")
     interference = data.get("interference")
+    warm = data.get("warm_sharing")
     raw_rings = data.get("ring_goodputs", [])
     if not isinstance(raw_rings, list):
         raise ConfigError(
@@ -338,6 +355,7 @@ def measurements_from_dict(data: Any, source: str = "<memory>") -> Measurements:
         rings=rings,
         link_burst_s=burst,
         interference=None if interference is None else interference_from_dict(interference, source),
+        warm_sharing=None if warm is None else warm_sharing_from_dict(warm, source),
     )
 
 

@@ -15,8 +15,12 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    of 3..W nodes, whose time beyond that cost gives the rate a ring of each W moves its bytes
    at (``Measurements.rings``, ``RingGoodput.bytes_bandwidth_bps``). For a
    parameter server also what its link carries with pulls and pushes in flight at once
-   (:mod:`profilers.distributed.link_duplex`), the simulator's ``duplex_bps``. Without the
-   testbed every rank talks over loopback.
+   (:mod:`profilers.distributed.link_duplex`), how much each direction slows beside the
+   other's transfers (:mod:`profilers.distributed.link_interference`, the simulator's
+   ``duplex_interference``, used instead of ``duplex_bps``), and how the link shares W of the
+   model's transfers started together over connections kept open, as training's are
+   (:mod:`profilers.warm_sharing`; recorded and shown, not yet used). Without the testbed
+   every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
    cluster where it has a machine of its own.
@@ -69,7 +73,6 @@ from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, compute_s_pe
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
 from profilers.distributed.link_interference import (
-    TESTBED_INTERFERENCE,
     interference_report_text,
     measure_interference,
     measured_interference,
@@ -99,6 +102,7 @@ from profilers.distributed.transfer_latency import fit_transfer_latency
 from profilers.link_sharing import LinkSharingReport, link_sharing_text, measure_link_sharing
 from profilers.netns import tbf_burst_nbytes, tbf_segments_gso
 from profilers.netns_cluster import BURST_S
+from profilers.warm_sharing import measure_warm_sharing, warm_sharing_text
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
@@ -160,6 +164,9 @@ DUPLEX_REPEATS = 16
 # The interference measurement's repetitions of each pattern: six measurements of 16 gave
 # efficiencies 0.91-0.96 and exponents within 0.15 of each other (link_interference).
 INTERFERENCE_REPEATS = 16
+# Rounds of the warm-sharing measurement per direction: at 200 Mbit/s 16 rounds of four of
+# cnn's 2.48 MB transfers gave a pull cv of 0.39, 0.47 and a push cv of 0.56, 0.57 (about 25 s).
+WARM_SHARING_ROUNDS = 16
 # Where a ring's transfers' CPU work runs by default (SimulationConfig.parse_placement): chosen
 # on the campaign's fit half against after each all-reduce and four other placements.
 RING_CPU_PLACEMENT = "pipelined"
@@ -418,6 +425,17 @@ def measure(
             link_rate_bps=link_rate_bps, repeats=INTERFERENCE_REPEATS, burst_s=link_burst_s
         )
         say(interference_report_text(interference, measured_interference(interference)))
+    warm = None
+    if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
+        # The model's whole transfer, as a server's pulls send it and the workers push it.
+        warm = measure_warm_sharing(
+            link_rate_bps,
+            nbytes=sum(solo.layer_nbytes.values()),
+            flows=workers_max,
+            rounds=WARM_SHARING_ROUNDS,
+            burst_s=link_burst_s,
+        )
+        say(warm_sharing_text(warm))
     measured = Measurements(
         base,
         link_rate_bps,
@@ -433,6 +451,7 @@ def measure(
         rings=tuple(rings),
         link_burst_s=link_burst_s,
         interference=interference,
+        warm_sharing=warm,
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
@@ -524,10 +543,11 @@ def assess(
     latency = _measured_unless_given(given.latency_s, 0.0, DEFAULT_SOURCE)
     # What the server's link carries both ways at once, as a multiple of one direction: an
     # option's or a profile's, else the testbed's own measurement; full duplex without any.
-    # Unless a ratio was given, the testbed's interference between the two directions instead
-    # (TESTBED_INTERFERENCE says why): the ratio's measurement times every worker pulling and
-    # pushing at once, which training rarely does, and its shared limit slows one pull beside
-    # one push by a quarter where the link loses a few percent.
+    # Unless a ratio was given, the interference between the two directions that this
+    # validation's network profile holds instead (its own measurement, else the testbed's,
+    # link_interference.TESTBED_INTERFERENCE, which says why): the ratio's measurement times
+    # every worker pulling and pushing at once, which training rarely does, and its shared
+    # limit slows one pull beside one push by a quarter where the link loses a few percent.
     own_duplex = own.duplex.ratio if own.duplex is not None else FULL_DUPLEX
     duplex = _measured_unless_given(given.duplex_ratio, own_duplex, "measured")
     duplex_bps = duplex_limit_bps(duplex.value, bandwidth.value)
@@ -537,10 +557,8 @@ def assess(
             *given.duplex_interference.value, method=given.duplex_interference.source
         )
         duplex_bps = None
-    elif duplex.source == "measured" and measured.interference is not None:
-        interference, duplex_bps = measured_interference(measured.interference), None
-    elif duplex.source == "measured" and duplex_bps is not None:
-        interference, duplex_bps = TESTBED_INTERFERENCE, None
+    elif duplex.source == "measured" and own.duplex_interference is not None:
+        interference, duplex_bps = own.duplex_interference, None
     comm_thread = measured_comm_thread(trace)  # the solo runs' CPU time, pooled into the trace
     fitting = Predictor(
         trace,
@@ -1130,6 +1148,13 @@ def report_text(report: ValidationReport) -> str:
     if measured is not None and measured.interference is not None:
         fitted = measured_interference(measured.interference)
         lines += [interference_report_text(measured.interference, fitted), ""]
+    if measured is not None and measured.warm_sharing is not None:
+        lines += [
+            warm_sharing_text(measured.warm_sharing),
+            "  (not used by the predictions, which share the link with the fresh flows' cv "
+            'above: README, "What is still off")',
+            "",
+        ]
     rings = measured.ring_set if measured is not None else ()
     if rings:
         one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None
