@@ -156,8 +156,9 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         metavar="EFF,PULL,PUSH",
         help="instead of --duplex: each direction of the server's link slowed by the other's "
         "transfers, EFF * min(1, n/m) ** PULL (pulls) or ** PUSH (pushes) of its bandwidth with "
-        "n transfers facing m (default: the emulated testbed's, measured by "
-        "profilers.distributed.link_interference, unless --duplex is given)",
+        "n transfers facing m (default, unless --duplex is given: measured on the testbed "
+        "before the runs by profilers.distributed.link_interference; for runs saved before "
+        "that measurement, the emulated testbed's)",
     )
     p.add_argument(
         "--comm-cpu",
