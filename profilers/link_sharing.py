@@ -54,13 +54,15 @@ __all__ = [
     "LinkSharingReport",
     "SharingTrial",
     "link_sharing_text",
+    "link_where",
     "measure_link_sharing",
+    "receive_exactly",
     "sharing_from_dict",
     "sharing_to_dict",
 ]
 
 DIRECTIONS = ("into", "out of")  # the shaped node receiving (pushes) or sending (pulls)
-_CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes a receiver reads at a time
 _PS_LIKE_BELOW = 0.5  # an FCFS index below this reads as processor sharing
 _RATIO_MIN = 0.01  # share ratios are clamped to [1/100, 100] (a flow nearly starved)
 
@@ -359,12 +361,7 @@ def _concurrent_flows(
             conn, _ = server.accept()
         with conn:
             conn.settimeout(timeout_s)
-            buf, left = bytearray(_CHUNK), nbytes
-            while left > 0:
-                got = conn.recv_into(buf, min(left, _CHUNK))
-                if got == 0:
-                    raise ProfilingError(f"flow {flow}: closed with {left} bytes to go")
-                left -= got
+            receive_exactly(conn, nbytes, bytearray(CHUNK), f"flow {flow}")
             done.put((flow, time.perf_counter()))
 
     def send(flow: int, node: int, receiver: int, port: int) -> None:
@@ -407,13 +404,25 @@ def _concurrent_flows(
     return [ends[flow] - t0 for flow in range(len(pairs))]
 
 
+def receive_exactly(conn: socket.socket, nbytes: int, buf: bytearray, what: str) -> None:
+    """Read ``nbytes`` from ``conn`` into ``buf`` (reused, at most its size at a time);
+    ProfilingError naming ``what`` if the peer closes first."""
+    left = nbytes
+    while left > 0:
+        got = conn.recv_into(buf, min(left, len(buf)))
+        if got == 0:
+            raise ProfilingError(f"{what}: closed with {left} bytes to go")
+        left -= got
+
+
+def link_where(rate_bps: float, shaped: bool) -> str:
+    """Where flows ran: ``link shaped to R (tc tbf)`` or ``loopback``."""
+    return f"link shaped to {format_bandwidth(rate_bps)} (tc tbf)" if shaped else "loopback"
+
+
 def link_sharing_text(report: LinkSharingReport) -> str:
     """A table of the trials' mean completion times, goodput and FCFS index, and the verdict."""
-    where = (
-        f"link shaped to {format_bandwidth(report.rate_bps)} (tc tbf)"
-        if report.shaped
-        else "loopback"
-    )
+    where = link_where(report.rate_bps, report.shaped)
     lines = [
         f"{where}, flows of "
         f"{report.trials[0].nbytes / 1e6:.2f} MB started together, one TCP connection each",

@@ -39,11 +39,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from profilers.link_sharing import DIRECTIONS
+from profilers.link_sharing import CHUNK, DIRECTIONS, link_where, receive_exactly
 from profilers.netns import enter_namespace
 from profilers.netns_cluster import BURST_S, emulated_cluster
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
-from simcore.units import format_bandwidth, parse_bandwidth, parse_size
+from simcore.units import parse_bandwidth, parse_size
 
 __all__ = [
     "WarmRound",
@@ -55,7 +55,6 @@ __all__ = [
     "warm_sharing_to_dict",
 ]
 
-_CHUNK = 1 << 20
 _WEIGHT_MIN = 0.01  # weights relative to the heaviest are clamped to [1/100, 1] (a starved flow)
 _ALONE_ROUNDS = 6  # rounds of one transfer per direction, the first two left out (warm-up)
 _WARMUP_ROUNDS = 2  # rounds of every transfer at once left out
@@ -297,18 +296,13 @@ class _Connections:
             conn, _ = server.accept()
         with conn:
             conn.settimeout(self.timeout_s)
-            buf = bytearray(_CHUNK)
+            buf = bytearray(CHUNK)
             while True:
                 self._start.wait()
                 if self._closing:
                     return
                 if flow in self._active:
-                    left = self.nbytes
-                    while left > 0:
-                        got = conn.recv_into(buf, min(left, _CHUNK))
-                        if got == 0:
-                            raise ProfilingError(f"flow {flow}: closed with {left} bytes to go")
-                        left -= got
+                    receive_exactly(conn, self.nbytes, buf, f"flow {flow}")
                     self._arrived[flow] = time.perf_counter()
                 self._end.wait()
 
@@ -372,11 +366,7 @@ def warm_sharing_from_dict(data: Any, source: str = "<memory>") -> WarmSharingRe
 
 def warm_sharing_text(report: WarmSharingReport) -> str:
     """Per direction: one transfer alone, when the first of the round ended, and the cv."""
-    where = (
-        f"link shaped to {format_bandwidth(report.rate_bps)} (tc tbf)"
-        if report.shaped
-        else "loopback"
-    )
+    where = link_where(report.rate_bps, report.shaped)
     lines = [
         f"{where}: {report.flows} transfers of {report.nbytes / 1e6:.2f} MB at once over "
         f"connections kept open, {report.gap_s * 1e3:.0f} ms apart"
