@@ -23,7 +23,7 @@ exactly what was measured. The file is JSON (gzip-compressed when its name ends 
      "interference": {...},                # optional: profilers.distributed.link_interference
                                            # (since 2026-11-28)
      "warm_sharing": {...},                # optional: profilers.warm_sharing, the model's
-                                           # bytes (since 2026-11-28, second session)
+                                           # bytes (since 2026-11-28)
      "solo": {run}, "alone": {run},        # profilers.distributed.records.run_to_dict
      "solo_more": [{run}, ...], "alone_more": [{run}, ...],  # optional: further such runs
      "points": [{"architecture": "ps-async", "workers": 2, "runs": [{run}, ...]}, ...]}
@@ -106,7 +106,8 @@ class Measurements:
     measured, as in files before 2026-11-28); ``warm_sharing`` how it shares the model's
     transfers started together over connections kept open, as training's are
     (:mod:`profilers.warm_sharing`; None: not measured). The predictions do not use it yet
-    (the top-level README's "What is still off" says why); it is kept so that they can.
+    (the top-level README's "Concurrent transfers share the link less evenly in
+    training" says why); it is kept so that they can.
     ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
     profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
     of one configuration differed by up to 20%). ``rings``: rings of 2, 3, ... ranks measured

@@ -1152,7 +1152,8 @@ def report_text(report: ValidationReport) -> str:
         lines += [
             warm_sharing_text(measured.warm_sharing),
             "  (not used by the predictions, which share the link with the fresh flows' cv "
-            'above: README, "What is still off")',
+            "above: the README's \"Concurrent transfers share the link less evenly in "
+            'training")',
             "",
         ]
     rings = measured.ring_set if measured is not None else ()
