@@ -17,6 +17,7 @@ from simcore.sim.phases import (
     ONE_WORKER,
     PIPELINED,
     offsets,
+    offsets_within,
     pair_phase,
 )
 from simcore.sim.results import result_to_dict
@@ -131,6 +132,14 @@ def test_offsets_by_hand() -> None:
     assert offsets(ends_a, ends_b, warmup=1).tolist() == [0.25, 0.25, 0.25]
     near_one = pair_phase(0, 1, np.array([0.98, 0.01, 0.99, 0.02]))
     assert near_one.label == LOCK_STEP and near_one.lockstep_share == 1.0
+
+
+def test_offsets_within_steps_with_gaps_by_hand() -> None:
+    # a's steps [0, 1) and [2, 3): 0.5 is half-way into the first, 2.25 a quarter into the
+    # second; 1.5 falls in the gap and 3.5 after the last, and are left out.
+    starts, ends = np.array([0.0, 2.0]), np.array([1.0, 3.0])
+    times = np.array([0.5, 1.5, 2.25, 3.5])
+    assert offsets_within(starts, ends, times).tolist() == [0.5, 0.25]
 
 
 def test_default_replications_depend_on_the_mode() -> None:

@@ -31,10 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
+from simcore.sim.phases import offsets_within
 from simcore.trace.build import synthetic_trace
 from simcore.trace.model import OpKind, Resource, Trace
 from simcore.units import format_bandwidth, format_seconds
@@ -178,15 +181,14 @@ class AsyncProbe:
     def phases(self) -> tuple[float, ...]:
         """Where each other worker's step starts fall within worker 0's steps (0: together,
         0.5: half a step apart), pooled; empty with one worker."""
-        first = self.step_times[0]
-        offsets: list[float] = []
-        for steps in self.step_times[1:]:
-            for start, _ in steps:
-                for s0, e0 in first:
-                    if s0 <= start < e0:
-                        offsets.append((start - s0) / (e0 - s0))
-                        break
-        return tuple(offsets)
+        first = np.array(self.step_times[0], dtype=float).reshape(-1, 2)
+        return tuple(
+            float(phi)
+            for steps in self.step_times[1:]
+            for phi in offsets_within(
+                first[:, 0], first[:, 1], np.array([start for start, _ in steps], dtype=float)
+            )
+        )
 
     def phase_quartiles(self) -> tuple[float, float, float] | None:
         phases = sorted(self.phases())

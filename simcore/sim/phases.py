@@ -86,7 +86,13 @@ def offsets(ends_a: np.ndarray, ends_b: np.ndarray, warmup: int) -> np.ndarray:
 
     Starts of b after a's last step ended, or inside a step of a that took no time, are left out.
     """
-    starts_a, starts_b = step_starts(ends_a), step_starts(ends_b)[warmup:]
+    return offsets_within(step_starts(ends_a), ends_a, step_starts(ends_b)[warmup:])
+
+
+def offsets_within(starts_a: np.ndarray, ends_a: np.ndarray, starts_b: np.ndarray) -> np.ndarray:
+    """Phase offsets of the times ``starts_b`` within the steps ``[starts_a[i], ends_a[i])``
+    (ascending, not overlapping; gaps between them allowed), as :func:`offsets`: times in no
+    step, or in a step that took no time, are left out."""
     index = np.searchsorted(starts_a, starts_b, side="right") - 1
     inside = (index >= 0) & (starts_b < ends_a[np.clip(index, 0, None)])
     index, starts_b = index[inside], starts_b[inside]
