@@ -226,7 +226,10 @@ class _Connections:
         self.addrs, self.namespaces, self.pairs = addrs, namespaces, list(pairs)
         self.nbytes, self.timeout_s = nbytes, timeout_s
         parties = 2 * len(pairs) + 1
-        self._start = threading.Barrier(parties, timeout=timeout_s)
+        # The round's clock starts as the last party arrives, before any is released: a
+        # transfer on a fast link can arrive before the main thread runs again.
+        self._t0 = 0.0
+        self._start = threading.Barrier(parties, action=self._started, timeout=timeout_s)
         self._end = threading.Barrier(parties, timeout=timeout_s)
         self._active: set[int] = set()
         self._arrived: dict[int, float] = {}
@@ -256,11 +259,13 @@ class _Connections:
     def round(self, active: Sequence[int]) -> list[float]:
         self._active, self._arrived = set(active), {}
         self._wait(self._start)
-        t0 = time.perf_counter()
         self._wait(self._end)
         if len(self._arrived) != len(self._active):
             raise ProfilingError(f"warm sharing: {self._errors or 'a transfer did not arrive'}")
-        return sorted(t - t0 for t in self._arrived.values())
+        return sorted(t - self._t0 for t in self._arrived.values())
+
+    def _started(self) -> None:
+        self._t0 = time.perf_counter()
 
     def _wait(self, barrier: threading.Barrier) -> None:
         try:
