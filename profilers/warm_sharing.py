@@ -165,12 +165,16 @@ def measure_warm_sharing(
     ProfilingError : a transfer failed or timed out.
     """
     size = round(rate_bps / 8 * 0.1) if nbytes is None else nbytes
-    if not rate_bps > 0 or size < 1 or flows < 2 or rounds < 1 or gap_s < 0 or timeout_s <= 0:
-        raise ConfigError(
-            "warm sharing: rate > 0, bytes >= 1, flows >= 2, rounds >= 1, gap >= 0 and "
-            f"timeout > 0; got {rate_bps!r}, {size!r}, {flows!r}, {rounds!r}, {gap_s!r}, "
-            f"{timeout_s!r}"
-        )
+    for name, value, ok, want in (
+        ("rate", rate_bps, rate_bps > 0, "> 0 bit/s"),
+        ("bytes", size, size >= 1, ">= 1"),
+        ("flows", flows, flows >= 2, ">= 2 (transfers at once)"),
+        ("rounds", rounds, rounds >= 1, ">= 1"),
+        ("gap", gap_s, gap_s >= 0, ">= 0 s"),
+        ("timeout", timeout_s, timeout_s > 0, "> 0 s"),
+    ):
+        if not ok:
+            raise ConfigError(f"warm sharing: {name} must be {want}, got {value!r}")
     if not shaped:
         addrs = ("127.0.0.1",) * (flows + 1)
         return _measure(addrs, None, rate_bps, size, flows, rounds, gap_s, timeout_s, False)

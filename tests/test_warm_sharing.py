@@ -115,12 +115,22 @@ def test_a_report_survives_its_dict_and_bad_ones_name_the_source() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"flows": 1}, {"rounds": 0}, {"gap_s": -1.0}, {"nbytes": 0}, {"timeout_s": 0.0}],
+    ("kwargs", "message"),
+    [
+        ({"flows": 1}, "flows must be >= 2"),
+        ({"rounds": 0}, "rounds must be >= 1, got 0"),
+        ({"gap_s": -1.0}, "gap must be >= 0 s, got -1.0"),
+        ({"nbytes": 0}, "bytes must be >= 1, got 0"),
+        ({"timeout_s": 0.0}, "timeout must be > 0 s"),
+    ],
 )
-def test_bad_arguments_fail_before_anything_starts(kwargs: dict[str, float]) -> None:
-    with pytest.raises(ConfigError, match="warm sharing"):
+def test_bad_arguments_are_named_before_anything_starts(
+    kwargs: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"warm sharing: {message}"):
         measure_warm_sharing(100e6, shaped=False, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="warm sharing: rate must be > 0"):
+        measure_warm_sharing(0.0, nbytes=1000, shaped=False)
 
 
 @pytest.mark.slow
