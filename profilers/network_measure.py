@@ -368,6 +368,13 @@ def ring_effect(
     )
 
 
+def _server_link(link_rate_bps: float | None) -> str:
+    """Where a server-and-workers measurement ran, for its method text."""
+    if link_rate_bps is None:
+        return "loopback"
+    return f"the server's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
+
+
 def duplex_effect(
     *,
     link_rate_bps: float | None = None,
@@ -386,11 +393,7 @@ def duplex_effect(
         workers=2, link_rate_bps=link_rate_bps, repeats=repeats, timeout_s=timeout_s
     )
     tell(duplex_text(report))
-    where = (
-        "loopback"
-        if link_rate_bps is None
-        else f"the server's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
-    )
+    where = _server_link(link_rate_bps)
     method = (
         f"profilers.distributed.link_duplex over {where}: a server rank and {report.workers} "
         f"worker ranks, gloo transfers of {report.nbytes} B, the workers to the server, the "
@@ -420,11 +423,7 @@ def interference_effect(
 
     tell = say or (lambda _line: None)
     report = measure_interference(link_rate_bps=link_rate_bps, repeats=repeats, timeout_s=timeout_s)
-    where = (
-        "loopback"
-        if link_rate_bps is None
-        else f"the server's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
-    )
+    where = _server_link(link_rate_bps)
     method = (
         f"profilers.distributed.link_interference over {where}: gloo transfers of "
         f"{report.nbytes} B, one transfer alone, beside one the other way, and against two and "

@@ -413,20 +413,18 @@ def measure(
                 )
             )
             say(ring_goodput_text(rings[-1], sharing.goodput_bps() if sharing else None))
-    duplex = None
+    duplex = interference = warm = None
+    # A shaped server link that several workers will share: how its two directions and its
+    # concurrent transfers behave.
     if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
         duplex = measure_duplex(
             link_rate_bps=link_rate_bps, repeats=DUPLEX_REPEATS, burst_s=link_burst_s
         )
         say(duplex_text(duplex))
-    interference = None
-    if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
         interference = measure_interference(
             link_rate_bps=link_rate_bps, repeats=INTERFERENCE_REPEATS, burst_s=link_burst_s
         )
         say(interference_report_text(interference, measured_interference(interference)))
-    warm = None
-    if link_rate_bps is not None and any(a.uses_servers for a in archs) and workers_max >= 2:
         # The model's whole transfer, as a server's pulls send it and the workers push it.
         warm = measure_warm_sharing(
             link_rate_bps,
