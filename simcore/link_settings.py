@@ -28,7 +28,10 @@ from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = [
     "DEFAULT_SOURCE",
+    "FLOW_SHARINGS",
+    "FRESH_SHARING",
     "FULL_DUPLEX",
+    "WARM_SHARING",
     "LinkSettings",
     "Sourced",
     "duplex_limit_bps",
@@ -39,6 +42,11 @@ __all__ = [
 T = TypeVar("T")
 DEFAULT_SOURCE = "default"
 FULL_DUPLEX = 2.0  # both directions of a link together carry twice one's goodput
+# Which measurement of how a link shares concurrent transfers gives a validation's flow weight
+# cvs: flows on new connections (profilers.link_sharing) or transfers over connections kept
+# open, as training's are (profilers.warm_sharing).
+FRESH_SHARING, WARM_SHARING = "fresh", "warm"
+FLOW_SHARINGS = (FRESH_SHARING, WARM_SHARING)
 
 
 def duplex_limit_bps(ratio: float, bandwidth_bps: float) -> float | None:

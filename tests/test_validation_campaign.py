@@ -220,6 +220,45 @@ def test_a_campaign_refuses_the_options_of_one_validation(
     assert message in err and "Traceback" not in err
 
 
+def test_validate_with_warm_flow_sharing_predicts_with_each_files_warm_cvs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    warm = measurements().warm_sharing
+    assert warm is not None
+    pull = warm.weight_cv("out of")
+    args = ["validate", "--from-runs", str(runs), "--json", "--quiet", "--flow-sharing", "warm"]
+    assert main(args) == 0
+    context = output(capsys.readouterr().out)["context"]
+    assert (context["flow_sharing"], context["flow_weight_cv"]) == ("warm", pull)
+    # A network profile's flow weight cvs give way to the warm ones; its bandwidth stays.
+    assert main([*args, "--network", "veth-1gbit"]) == 0
+    context = output(capsys.readouterr().out)["context"]
+    assert (context["flow_sharing"], context["flow_weight_cv"]) == ("warm", pull)
+    assert "(veth-1gbit)" in context["link"]
+    # An option's cv is refused: the two say different things.
+    assert main([*args, "--flow-weight-cv", "0.3"]) == 1
+    err = capsys.readouterr().err
+    assert "--flow-sharing warm takes each file's own warm-sharing cvs: not with" in err
+    assert "--flow-weight-cv" in err and "Traceback" not in err
+
+
+def test_a_campaign_with_warm_flow_sharing_says_so_and_names_a_file_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _ = _campaign(tmp_path)
+    args = ["validate", "--from-runs", str(folder), "--quiet", "--flow-sharing", "warm"]
+    assert main(args) == 0
+    assert "flow weight cvs from each file's warm sharing" in capsys.readouterr().out
+    assert main([*args[:-2], "--json"]) == 0
+    assert output(capsys.readouterr().out)["context"]["flow_sharing"] == "fresh"
+    older = dataclasses.replace(measurements(), warm_sharing=None)
+    save_measurements(older, folder / "older.json.gz")
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "older.json.gz: flow sharing 'warm': these runs hold no warm-sharing" in err
+
+
 def test_fit_rate_without_a_campaign_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -432,6 +471,26 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
         cells.append(cell if label else f"**{cell}**")
     row = row_start + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
+
+
+@pytest.mark.slow
+def test_the_readme_warm_sharing_numbers_are_what_check_200_gives() -> None:
+    """The README's check-200 with each file's warm cvs (`--flow-sharing warm`): every point,
+    Sync-SGD and Async-SGD as the bullet gives them (the fresh side is the table's row)."""
+    report = assess_campaign(["check-200"], flow_sharing="warm")
+
+    def cell(label: str | None) -> str:
+        errors = report.abs_errors(2e8, label)
+        return f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+
+    mean = 100 * statistics.fmean(report.abs_errors(2e8, None))
+    phrase = (
+        f"check-200 6.0% -> {mean:.1f}% mean, its PS Sync-SGD 4.5% / 12.5% -> "
+        f"{cell('PS sync, layerwise')} and PS Async-SGD 7.0% / 25.4% -> "
+        f"{cell('PS async, layerwise')};"
+    )
+    flowing = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
+    assert phrase in flowing, f"README should say: {phrase}"
 
 
 @pytest.mark.slow

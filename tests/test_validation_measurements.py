@@ -381,3 +381,44 @@ def test_measurements_without_a_point_cannot_be_assessed() -> None:
     empty = dataclasses.replace(measurements(), points=())
     with pytest.raises(ConfigError, match="no runs with W workers"):
         assess(empty)
+
+
+def test_warm_flow_sharing_gives_each_direction_its_own_warm_cv() -> None:
+    from profilers.distributed.validation import assess, report_text
+
+    fresh = assess(measurements(), ideal=False)
+    warm = assess(measurements(), ideal=False, flow_sharing="warm")
+    pull, push = WARM.weight_cv("out of"), WARM.weight_cv("into")
+    assert pull < push  # the two directions differ: a swap would show
+    assert (warm.flow_weight_cv, warm.predictor.flow_weight_cv_push) == (pull, push)
+    assert warm.predictor.flow_weight_cv == pull
+    assert (fresh.flow_sharing, warm.flow_sharing) == ("fresh", "warm")
+    assert fresh.flow_weight_cv != pull
+    assert "over connections kept open" in warm.link_text
+    assert "over connections kept open" not in fresh.link_text
+    assert "not used by the predictions" in report_text(fresh)
+    assert "not used by the predictions" not in report_text(warm)
+
+
+def test_warm_flow_sharing_needs_the_measurement_where_a_server_shares_its_link() -> None:
+    from profilers.distributed.validation import assess
+
+    older = dataclasses.replace(measurements(), warm_sharing=None)
+    with pytest.raises(ConfigError, match="no warm-sharing measurement"):
+        assess(older, ideal=False, flow_sharing="warm")
+    rings = tuple(p for p in older.points if p.architecture == Architecture.ALLREDUCE)
+    ring_only = dataclasses.replace(older, points=rings)  # rings use no flow weight cv
+    warm = assess(ring_only, ideal=False, flow_sharing="warm")
+    fresh = assess(ring_only, ideal=False)
+    assert [p.simulated for p in warm.points] == [p.simulated for p in fresh.points]
+
+
+def test_warm_flow_sharing_refuses_a_given_cv_and_unknown_sharings_are_named() -> None:
+    from profilers.distributed.validation import assess
+    from simcore.link_settings import LinkSettings, Sourced
+
+    given = LinkSettings(Sourced(0.0), flow_weight_cv=Sourced(0.3, "--flow-weight-cv"))
+    with pytest.raises(ConfigError, match=r"a flow weight cv was given too \(--flow-weight-cv\)"):
+        assess(measurements(), ideal=False, link=given, flow_sharing="warm")
+    with pytest.raises(ConfigError, match="'lukewarm' is not one of fresh, warm"):
+        assess(measurements(), ideal=False, flow_sharing="lukewarm")

@@ -31,7 +31,7 @@ from profilers.distributed.validation import (
     assess,
 )
 from simcore.errors import ConfigError
-from simcore.link_settings import LinkSettings
+from simcore.link_settings import FRESH_SHARING, WARM_SHARING, LinkSettings
 from simcore.parallel import TaskProgress, run_tasks
 from simcore.report.table import Cell, Column, Table
 from simcore.sim.occupancy import short_occupancy_text
@@ -147,14 +147,15 @@ def assess_campaign(
     fit_rate_bps: float | None = None,
     progress: Progress | None = None,
     ring_cpu_placement: str = RING_CPU_PLACEMENT,
+    flow_sharing: str = FRESH_SHARING,
 ) -> CampaignReport:
     """Assess every saved validation under ``paths`` (files or folders, see
     :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one.
 
     Raises
     ------
-    ConfigError : a path is missing or a file is not saved runs (named), or ``fit_rate_bps`` is
-        not one of the campaign's link rates.
+    ConfigError : a path is missing or a file is not saved runs, or one cannot be assessed as
+        asked (each named), or ``fit_rate_bps`` is not one of the campaign's link rates.
     """
     say = progress or (lambda _line: None)
     files = campaign_files(paths)
@@ -167,7 +168,7 @@ def assess_campaign(
 
     reports = run_tasks(
         _assess_file,
-        [(path, link, ring_cpu_placement) for _, path in files],
+        [(path, link, ring_cpu_placement, flow_sharing) for _, path in files],
         planned=[1] * len(files),
         progress=assessed,
     )
@@ -181,11 +182,20 @@ def assess_campaign(
 
 
 def _assess_file(
-    item: tuple[Path, LinkSettings | None, str], _progress: TaskProgress | None
+    item: tuple[Path, LinkSettings | None, str, str], _progress: TaskProgress | None
 ) -> ValidationReport:
-    path, link, ring_cpu_placement = item
+    path, link, ring_cpu_placement, flow_sharing = item
     measured = load_measurements(path)
-    return assess(measured, link=link, ideal=False, ring_cpu_placement=ring_cpu_placement)
+    try:
+        return assess(
+            measured,
+            link=link,
+            ideal=False,
+            ring_cpu_placement=ring_cpu_placement,
+            flow_sharing=flow_sharing,
+        )
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 # Which point a row is: the first columns of every per-point table (_point_cells fills them).
@@ -332,7 +342,13 @@ def campaign_text(report: CampaignReport) -> str:
     lines = [
         f"{len(report.reports)} validations ({', '.join(models)}; links "
         f"{', '.join(_rate_text(r) for r in report.halves())}), {len(report.rows())} points, "
-        f"{runs} real runs; each predicted from its own one-worker profile and link measurement",
+        f"{runs} real runs; each predicted from its own one-worker profile and link measurement"
+        + (
+            " (the parameter server's flow weight cvs from each file's warm sharing: its "
+            "transfers over connections kept open, each direction its own; not the default)"
+            if any(r.flow_sharing == WARM_SHARING for r in report.reports)
+            else ""
+        ),
         "",
         campaign_point_table(report).text(),
         "",

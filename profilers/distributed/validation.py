@@ -19,7 +19,8 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    other's transfers (:mod:`profilers.distributed.link_interference`, the simulator's
    ``duplex_interference``, used instead of ``duplex_bps``), and how the link shares W of the
    model's transfers started together over connections kept open, as training's are
-   (:mod:`profilers.warm_sharing`; recorded and shown, not yet used). Without the testbed
+   (:mod:`profilers.warm_sharing`; recorded and shown, used only when asked:
+   ``flow_sharing="warm"``). Without the testbed
    every rank talks over loopback.
    With two or more cores the servers are pinned to the first core and the workers to the
    others (:class:`Testbed`), so that a server's CPU work does not slow the workers, as on a
@@ -108,7 +109,10 @@ from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
 from simcore.link_settings import (
     DEFAULT_SOURCE,
+    FLOW_SHARINGS,
+    FRESH_SHARING,
     FULL_DUPLEX,
+    WARM_SHARING,
     LinkSettings,
     Sourced,
     duplex_limit_bps,
@@ -258,6 +262,7 @@ class ValidationReport:
     network: NetworkProfile | None = None  # the link as this validation measured it
     # a ring rank's CPU work per byte and what it was taken from; None: given, or no ring
     ring_cpu_work: RingCpuWork | None = None
+    flow_sharing: str = FRESH_SHARING  # which measurement of the link's sharing gave the cvs
 
     @property
     def testbed_burst_s(self) -> float | None:
@@ -296,11 +301,12 @@ def validate(
     link: LinkSettings | None = None,
     progress: Progress | None = None,
     ring_cpu_placement: str = RING_CPU_PLACEMENT,
+    flow_sharing: str = FRESH_SHARING,
     **options: Any,
 ) -> ValidationReport:
     """Profile one worker, predict W = 1..``workers_max`` and measure them (see the module):
-    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps``, ``link`` and
-    ``ring_cpu_placement``.
+    :func:`measure` with ``options``, then :func:`assess` with ``bandwidth_bps``, ``link``,
+    ``ring_cpu_placement`` and ``flow_sharing``.
 
     Raises
     ------
@@ -314,6 +320,7 @@ def validate(
         link=link,
         progress=progress,
         ring_cpu_placement=ring_cpu_placement,
+        flow_sharing=flow_sharing,
     )
 
 
@@ -473,6 +480,7 @@ def assess(
     progress: Progress | None = None,
     ideal: bool = True,
     ring_cpu_placement: str = RING_CPU_PLACEMENT,
+    flow_sharing: str = FRESH_SHARING,
 ) -> ValidationReport:
     """Predict every measured point from the solo profile and compare (no real runs: a saved
     validation can be assessed again, e.g. after a change to the model). ``ideal=False``
@@ -485,20 +493,36 @@ def assess(
     or a network profile) that replace what the validation measured or fitted: each of its
     bandwidth (with a profile's ring goodput per W), latency, flow weight cv and transfer CPU
     cost whose source is not the default; its bandwidth wins over ``bandwidth_bps``.
+    ``flow_sharing``: which measurement of how the server's link shares concurrent transfers
+    gives the parameter server's flow weight cvs when ``link`` gives none: ``"fresh"``
+    (:mod:`profilers.link_sharing`'s new connections, the default) or ``"warm"``
+    (:mod:`profilers.warm_sharing`'s connections kept open, as training's are; each direction
+    its own cv). The README's "Concurrent transfers share the link less evenly in training"
+    says why warm is not the default.
 
     Raises
     ------
-    ConfigError : no point was measured, or the runs cannot be turned into a trace (see
-        :func:`run_to_trace`).
+    ConfigError : no point was measured, the runs cannot be turned into a trace (see
+        :func:`run_to_trace`), ``flow_sharing`` is unknown, or it is ``"warm"`` and the runs
+        have parameter-server points but no warm-sharing measurement.
     """
     if not measured.points:
         raise ConfigError("the measurements hold no runs with W workers to compare with")
+    if flow_sharing not in FLOW_SHARINGS:
+        raise ConfigError(
+            f"flow sharing: {flow_sharing!r} is not one of {', '.join(FLOW_SHARINGS)}"
+        )
+    given = link or LinkSettings(Sourced(0.0))
+    if flow_sharing == WARM_SHARING and given.flow_weight_cv.source != DEFAULT_SOURCE:
+        raise ConfigError(
+            f"flow sharing 'warm' takes the cvs from the runs' own measurement; a flow weight "
+            f"cv was given too ({given.flow_weight_cv.source})"
+        )
     say = progress or (lambda _line: None)
     solo, sharing = measured.solo, measured.sharing
     testbed = Testbed(measured.link_rate_bps, measured.cores)
     trace = pooled_trace(measured.solo_runs)
     alone = with_compute_of(trace, measured.alone_runs)
-    given = link or LinkSettings(Sourced(0.0))
     own = measured_network_profile(measured, trace, alone)  # what this validation measured
     ring_bandwidth_bps = None
     ring_message_latency_s = ring_segment_bytes = None
@@ -532,7 +556,9 @@ def assess(
     # Each direction its own spread, as `sgdsim simulate --network` applies a profile's: the
     # measured pull and push cvs, or a profile's push cv (an option sets one value for both).
     push_cv: float | None = None
-    if weight_cv.source == "measured" and own.flow_sharing is not None:
+    if weight_cv.source == "measured" and flow_sharing == WARM_SHARING:
+        weight_cv, push_cv = _warm_cvs(measured)
+    elif weight_cv.source == "measured" and own.flow_sharing is not None:
         pull, push = own.flow_sharing.pull_cv, own.flow_sharing.push_cv
         if pull is not None and push is not None:
             weight_cv, push_cv = Sourced(pull, "measured"), push
@@ -699,7 +725,24 @@ def assess(
         link_text,
         own,
         work,
+        flow_sharing,
     )
+
+
+def _warm_cvs(measured: Measurements) -> tuple[Sourced[float], float | None]:
+    """The pull and push flow weight cvs of the runs' warm-sharing measurement (pulls leave
+    the server's node, pushes go into it)."""
+    warm = measured.warm_sharing
+    if warm is None:
+        if not any(p.architecture.startswith("ps") for p in measured.points):
+            return Sourced(0.0, "measured, warm connections"), None  # rings use no cv
+        raise ConfigError(
+            "flow sharing 'warm': these runs hold no warm-sharing measurement (validations "
+            "record it since 2026-11-28, on the testbed, when several workers share the "
+            "server's link)"
+        )
+    how = f"measured, {warm.flows} transfers at once over connections kept open"
+    return Sourced(warm.weight_cv("out of"), how), warm.weight_cv("into")
 
 
 def _measured_unless_given(given: Sourced[float], measured: float, how: str) -> Sourced[float]:
@@ -1147,13 +1190,14 @@ def report_text(report: ValidationReport) -> str:
         fitted = measured_interference(measured.interference)
         lines += [interference_report_text(measured.interference, fitted), ""]
     if measured is not None and measured.warm_sharing is not None:
-        lines += [
-            warm_sharing_text(measured.warm_sharing),
-            "  (not used by the predictions, which share the link with the fresh flows' cv "
-            "above: the README's \"Concurrent transfers share the link less evenly in "
-            'training")',
-            "",
-        ]
+        lines.append(warm_sharing_text(measured.warm_sharing))
+        if report.flow_sharing != WARM_SHARING:
+            lines.append(
+                "  (not used by the predictions, which share the link with the fresh flows' cv "
+                "above: the README's \"Concurrent transfers share the link less evenly in "
+                'training"; validate --flow-sharing warm uses it)'
+            )
+        lines.append("")
     rings = measured.ring_set if measured is not None else ()
     if rings:
         one_flow = report.link_sharing.goodput_bps() if report.link_sharing else None

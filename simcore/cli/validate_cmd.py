@@ -19,6 +19,14 @@ from simcore.cli.guards import check_range
 from simcore.cli.link_options import link_settings
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import check_output
+from simcore.link_settings import (
+    DEFAULT_SOURCE,
+    FLOW_SHARINGS,
+    FRESH_SHARING,
+    WARM_SHARING,
+    LinkSettings,
+    Sourced,
+)
 from simcore.report.output import print_json
 from simcore.report.scenario import nonnegative_int, positive_int
 from simcore.sim.config import PARSE_PLACEMENTS
@@ -145,6 +153,16 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
         "measured on the testbed for each direction, else 0)",
     )
     p.add_argument(
+        "--flow-sharing",
+        choices=FLOW_SHARINGS,
+        default=FRESH_SHARING,
+        help="which of the testbed's measurements of how the server's link shares concurrent "
+        "transfers gives the parameter server's flow weight cvs: fresh = flows on new "
+        "connections (default), warm = the model's transfers over connections kept open, as "
+        "training's are (each direction its own; README: \"Concurrent transfers share the link "
+        'less evenly in training" says why it is not the default); not with --flow-weight-cv',
+    )
+    p.add_argument(
         "--duplex",
         type=float,
         metavar="RATIO",
@@ -246,11 +264,26 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     return assess_campaign(
         args.from_runs,
-        link=link_settings(args),
+        link=_link_settings(args),
         fit_rate_bps=fit,
         progress=progress,
         ring_cpu_placement=args.ring_cpu_work,
+        flow_sharing=args.flow_sharing,
     )
+
+
+def _link_settings(args: argparse.Namespace) -> LinkSettings:
+    """The link values the options give; with --flow-sharing warm without a network
+    profile's flow weight cvs, which it replaces (an option's it refuses)."""
+    link = link_settings(args)
+    given = link.flow_weight_cv
+    if args.flow_sharing != WARM_SHARING or given.source == DEFAULT_SOURCE:
+        return link
+    if given.is_option:
+        raise ConfigError(
+            f"--flow-sharing warm takes each file's own warm-sharing cvs: not with {given.source}"
+        )
+    return dataclasses.replace(link, flow_weight_cv=Sourced(0.0), flow_weight_cv_push=None)
 
 
 def _run_campaign(args: argparse.Namespace) -> int:
@@ -268,7 +301,11 @@ def _run_campaign(args: argparse.Namespace) -> int:
             {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
             for row in campaign_point_table(report).rows
         ]
-        context = {"sources": list(report.sources), "fit_rate_bps": report.fit_rate_bps}
+        context = {
+            "sources": list(report.sources),
+            "fit_rate_bps": report.fit_rate_bps,
+            "flow_sharing": args.flow_sharing,
+        }
         print_json(args, "validate", points, context=context)
     else:
         print(campaign_text(report))
@@ -284,7 +321,7 @@ def validate_with(
     from profilers.distributed.measurements import load_measurements
     from profilers.distributed.validation import assess, validate
 
-    link = link_settings(args)  # only values given (not defaults) replace what is measured
+    link = _link_settings(args)  # only values given (not defaults) replace what is measured
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     if args.from_runs:
         if is_campaign(args.from_runs):
@@ -297,7 +334,13 @@ def validate_with(
         # Resolves the one file, or says it names neither a file nor a shipped campaign.
         [(_, path)] = campaign_files(args.from_runs)
         measured = load_measurements(path)
-        return assess(measured, link=link, progress=progress, ring_cpu_placement=args.ring_cpu_work)
+        return assess(
+            measured,
+            link=link,
+            progress=progress,
+            ring_cpu_placement=args.ring_cpu_work,
+            flow_sharing=args.flow_sharing,
+        )
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     burst: dict[str, float] = {}  # default: the emulated cluster's own bucket
     if args.testbed_burst is not None:
@@ -323,6 +366,7 @@ def validate_with(
         progress=progress,
         checkpoint=checkpoint,
         ring_cpu_placement=args.ring_cpu_work,
+        flow_sharing=args.flow_sharing,
         **burst,
     )
 
@@ -438,6 +482,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "testbed_link_rate_bps": report.link_rate_bps,
         "testbed_burst_s": report.testbed_burst_s,
         "flow_weight_cv": report.flow_weight_cv,
+        "flow_sharing": report.flow_sharing,
         "link": report.link_text,
         "comm_cpu": None if report.comm_cpu is None else dataclasses.asdict(report.comm_cpu),
         "ring_cpu_work": _ring_cpu_work_dict(report),
