@@ -229,8 +229,10 @@ def test_validate_with_warm_flow_sharing_predicts_with_each_files_warm_cvs(
     pull = warm.weight_cv("out of")
     args = ["validate", "--from-runs", str(runs), "--json", "--quiet", "--flow-sharing", "warm"]
     assert main(args) == 0
-    context = output(capsys.readouterr().out)["context"]
+    doc = output(capsys.readouterr().out)
+    context = doc["context"]
     assert (context["flow_sharing"], context["flow_weight_cv"]) == ("warm", pull)
+    assert all(p["cpu_ratio"] is None for p in doc["points"])  # the runs carry no CPU time
     # A network profile's flow weight cvs give way to the warm ones; its bandwidth stays.
     assert main([*args, "--network", "veth-1gbit"]) == 0
     context = output(capsys.readouterr().out)["context"]
@@ -471,6 +473,32 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
         cells.append(cell if label else f"**{cell}**")
     row = row_start + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
+    # "The host's CPU per step differs": each CPU-bound model's parameter-server errors as
+    # they are, and had the predictions charged each point's own CPU per step.
+    flowing = " ".join(readme.split())
+    for model, words in CPU_BOUND_PHRASES.get(check, ()):
+        errors = [
+            (p.error(p.simulated), p.cpu_ratio)
+            for r, p, _ in report.rows()
+            if r.model_name == model and not math.isnan(p.cpu_ratio)
+        ]
+        assert len(errors) == 8
+        given = [abs(e) for e, _ in errors]
+        charged = [abs((1 + e) / ratio - 1) for e, ratio in errors]
+        phrase = words.format(
+            f"{100 * statistics.fmean(charged):.1f}% / {100 * max(charged):.1f}%",
+            f"{100 * statistics.fmean(given):.1f}% / {100 * max(given):.1f}%",
+        )
+        assert phrase in flowing, f"README should say: {phrase}"
+
+
+CPU_BOUND_PHRASES = {
+    "check-200": [("resnet8", "resnet8's would be {} instead of {} on check-200")],
+    "check-450": [
+        ("resnet8", "{} instead of {} on check-450, the transformer's"),
+        ("transformer", "the transformer's on check-450 {} instead of {}."),
+    ],
+}
 
 
 @pytest.mark.slow

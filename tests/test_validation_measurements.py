@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -422,3 +423,41 @@ def test_warm_flow_sharing_refuses_a_given_cv_and_unknown_sharings_are_named() -
         assess(measurements(), ideal=False, link=given, flow_sharing="warm")
     with pytest.raises(ConfigError, match="'lukewarm' is not one of fresh, warm"):
         assess(measurements(), ideal=False, flow_sharing="lukewarm")
+
+
+def _with_cpu(run: RunResult, cpu_s: float) -> RunResult:
+    return dataclasses.replace(
+        run, steps=tuple(dataclasses.replace(s, cpu_s=cpu_s) for s in run.steps)
+    )
+
+
+def test_a_points_cpu_ratio_is_its_workers_cpu_per_step_over_the_one_worker_runs() -> None:
+    from profilers.distributed.validation import COLUMNS_TEXT, assess, report_text
+
+    m = measurements()
+    # The one-worker runs used 10 ms per step; the W = 2 Sync-SGD runs 25 and 35 ms.
+    timed = dataclasses.replace(
+        m,
+        solo=_with_cpu(m.solo, 0.010),
+        solo_more=tuple(_with_cpu(r, 0.010) for r in m.solo_more),
+        points=tuple(
+            dataclasses.replace(
+                p,
+                runs=tuple(
+                    _with_cpu(r, 0.010 if p.workers == 1 else 0.025 + 0.010 * i)
+                    for i, r in enumerate(p.runs)
+                ),
+            )
+            for p in m.points
+        ),
+    )
+    ratios = {(p.architecture, p.workers): p.cpu_ratio for p in assess(timed, ideal=False).points}
+    assert ratios[("ps-sync", 1)] == pytest.approx(1.0)
+    assert ratios[("ps-sync", 2)] == pytest.approx(3.0)  # (25 + 35) / 2 over 10
+    assert math.isnan(ratios[("allreduce", 2)])  # a ring's prediction charges CPU per byte
+    # Runs that did not record their CPU time have none, and the table prints "-".
+    untimed = assess(m, ideal=False)
+    assert all(math.isnan(p.cpu_ratio) for p in untimed.points)
+    text = report_text(untimed)
+    assert COLUMNS_TEXT in text
+    assert "cpu x" in text

@@ -25,6 +25,7 @@ from pathlib import Path
 from profilers.distributed.measurements import load_measurements
 from profilers.distributed.noise_floor import NOISE_Z, noise_floor
 from profilers.distributed.validation import (
+    COLUMNS_TEXT,
     RING_CPU_PLACEMENT,
     ValidationPoint,
     ValidationReport,
@@ -215,12 +216,14 @@ POINT_COLUMNS = (
     Column("coarse", "coarse"),
     Column("coarse_error_percent", "err%", "{:+.1f}"),
     Column("slowdown", "compute x", "{:.2f}"),
+    Column("cpu_ratio", "cpu x", "{:.2f}"),
 )
 
 
 def campaign_point_table(report: CampaignReport) -> Table:
     """Every point: measured examples/s (mean of its runs), the simulator's and the coarse
-    model's predictions with their errors, and the measured co-location compute slowdown."""
+    model's predictions with their errors, the measured co-location compute slowdown, and the
+    parameter-server workers' CPU per step over the one-worker runs' (ValidationPoint.cpu_ratio)."""
     table = Table(
         "every point (examples/s over all workers; err% against the measured mean)",
         POINT_COLUMNS,
@@ -236,6 +239,7 @@ def campaign_point_table(report: CampaignReport) -> Table:
             coarse=p.coarse,
             coarse_error_percent=100 * p.error(p.coarse),
             slowdown=p.slowdown,
+            cpu_ratio=p.cpu_ratio,
         )
     return table
 
@@ -362,6 +366,7 @@ def campaign_text(report: CampaignReport) -> str:
         f"points whose error is more than {NOISE_Z:g} of them; noise mean% / max%: what a "
         "prediction of every point's true mean would be off by, on average and at most (the "
         "median), from the runs' own noise)",
+        COLUMNS_TEXT,
     ]
     return "\n".join(lines)
 

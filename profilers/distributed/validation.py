@@ -135,6 +135,7 @@ from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
 __all__ = [
+    "COLUMNS_TEXT",
     "Predictor",
     "ValidationPoint",
     "ValidationReport",
@@ -190,6 +191,11 @@ class ValidationPoint:
 
     ``measured`` has one value per repetition; ``slowdown`` is the mean over repetitions of the
     compute time per step relative to the solo profile (1.0 = no co-location effect).
+    ``cpu_ratio``: a parameter server's workers' CPU time per step in the runs (every thread's,
+    after warm-up) over the one-worker runs' that the prediction charges each worker; nan for
+    ring AllReduce (its prediction charges CPU per byte instead) or runs that did not record
+    it. Where the workers' cores are the bottleneck, an error of about ``cpu_ratio - 1`` is the
+    host's, not the model's: the runs' workers needed that much more (or less) CPU per step.
     """
 
     architecture: str
@@ -211,6 +217,7 @@ class ValidationPoint:
     # summary a compacted run keeps) and simulated (one seed's timeline). None: not known.
     measured_occupancy: LinkOccupancy | None = None
     simulated_occupancy: LinkOccupancy | None = None
+    cpu_ratio: float = math.nan
 
     @property
     def measured_mean(self) -> float:
@@ -991,8 +998,19 @@ class Predictor:
             simulated_step_s=simulated_step_quantiles(simulated),
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
+            cpu_ratio=self._cpu_ratio(arch, runs),
             **self._occupancies(arch, workers, runs),
         )
+
+    def _cpu_ratio(self, arch: Architecture, runs: Sequence[RunResult]) -> float:
+        """The runs' workers' CPU per step over the trace's (ValidationPoint.cpu_ratio)."""
+        charged = measured_comm_thread(self.trace)
+        per_run = [r.cpu_s_per_step() for r in runs]
+        if arch is Architecture.ALLREDUCE or charged is None or charged.cpu_s_per_step <= 0:
+            return math.nan
+        if not per_run or any(cpu is None for cpu in per_run):
+            return math.nan
+        return statistics.fmean(cpu for cpu in per_run if cpu is not None) / charged.cpu_s_per_step
 
     def _occupancies(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
@@ -1108,6 +1126,16 @@ COLUMNS = (
     Column("coarse", "coarse"),
     Column("coarse_error_percent", "err%", "{:+.1f}"),
     Column("slowdown", "compute x"),
+    Column("cpu_ratio", "cpu x", "{:.2f}"),
+)
+
+
+# What the last two columns of a point's row are (the campaign's tables share them).
+COLUMNS_TEXT = (
+    "(compute x: the runs' forward and backward per worker-step, wall time, over the solo "
+    "profile's; cpu x: a parameter server's workers' CPU time per step over the one-worker "
+    "runs' that the prediction charges, '-' for rings or runs without it: where the workers' "
+    "cores are the bottleneck, an error near cpu x - 1 is the host's, not the model's)"
 )
 
 
@@ -1145,6 +1173,7 @@ def report_tables(report: ValidationReport) -> list[Table]:
             simulated_ideal=p.simulated_ideal,
             coarse=p.coarse,
             slowdown=p.slowdown,
+            cpu_ratio=p.cpu_ratio,
             **errors,
         )
     return list(tables.values())
@@ -1233,6 +1262,7 @@ def report_text(report: ValidationReport) -> str:
     )
     for table in report_tables(report):
         lines += ["", table.text()]
+    lines += ["", COLUMNS_TEXT]
     lines += ["", "absolute error over all points: mean / max"]
     for key, label in PREDICTORS:
         errors = report.abs_errors(key)

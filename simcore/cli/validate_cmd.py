@@ -499,6 +499,8 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
                 "simulated_ideal_examples_per_s": p.simulated_ideal,
                 "coarse_examples_per_s": p.coarse,
                 "compute_slowdown": p.slowdown,
+                # PS workers' CPU per step over the one-worker runs'; null: rings, not recorded
+                "cpu_ratio": None if math.isnan(p.cpu_ratio) else p.cpu_ratio,
             }
             for p in report.points
         ],
