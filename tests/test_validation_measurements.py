@@ -461,3 +461,55 @@ def test_a_points_cpu_ratio_is_its_workers_cpu_per_step_over_the_one_worker_runs
     text = report_text(untimed)
     assert COLUMNS_TEXT in text
     assert "cpu x" in text
+
+
+def test_the_points_are_run_in_rounds_with_the_profile_spread_between_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One run of every point a round, the later one-worker pairs before the later rounds: the
+    host's state of the moment touches every point and the profile alike."""
+    from profilers.distributed import validation
+    from profilers.distributed.testbed import Testbed
+
+    order: list[str] = []
+
+    def fake_run(self: Testbed, config: RunConfig, *args: object) -> RunResult:
+        arch = config.architecture.value
+        order.append("solo" if arch == "ps-async" else f"{arch} {config.workers}")
+        return dataclasses.replace(a_run(arch, config.workers), config=config)
+
+    monkeypatch.setattr(Testbed, "run", fake_run)
+    kept: list[list[int]] = []
+    measured = validation.measure(
+        "mlp",
+        architectures=("ps-sync", "allreduce"),
+        workers_max=2,
+        repetitions=3,
+        profile_runs=3,
+        steps=3,
+        warmup=1,
+        checkpoint=lambda m: kept.append([len(p.runs) for p in m.points]),
+    )
+    one_round = ["ps-sync 1", "ps-sync 2", "allreduce 1", "allreduce 2"]
+    pair = ["solo", "allreduce 1"]  # the profile, then the computation alone
+    assert order == pair + one_round + pair + one_round + pair + one_round
+    assert [(p.architecture.value, p.workers, len(p.runs)) for p in measured.points] == [
+        ("ps-sync", 1, 3),
+        ("ps-sync", 2, 3),
+        ("allreduce", 1, 3),
+        ("allreduce", 2, 3),
+    ]
+    assert len(measured.solo_runs) == len(measured.alone_runs) == 3
+    # A checkpoint before the points, then after every run: nothing measured is lost.
+    assert kept[:3] == [[], [1], [1, 1]]
+    assert kept[4] == [1, 1, 1, 1] and kept[5] == [2, 1, 1, 1] and kept[-1] == [3, 3, 3, 3]
+    assert len(kept) == 1 + 12
+
+
+def test_the_profile_pairs_before_each_round() -> None:
+    from profilers.distributed.validation import _profile_rounds
+
+    assert _profile_rounds(3, 3) == [-1, 1, 2]
+    assert _profile_rounds(5, 3) == [-1, 1, 2, 1, 2]
+    assert _profile_rounds(3, 1) == [-1, -1, -1]  # one round: all before it, as before
+    assert _profile_rounds(1, 4) == [-1]

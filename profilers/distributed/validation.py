@@ -51,8 +51,9 @@ For one model and batch size (TPDS'22 section 4: profile a single worker, predic
    (:class:`~profilers.distributed.comm_cpu.RingCpuWork`), pipelined with each all-reduce's messages
    (``ring_cpu_placement``; :meth:`Predictor.replayed_trace` says why). *ideal*: the paper's
    replay of the profiled step as it ran, every worker on a host of its own, equal shares.
-3. **Measure** each W ``repetitions`` times with the runner, and the co-location slowdown: the
-   compute per step of the W-worker run over the solo run's.
+3. **Measure** each W ``repetitions`` times with the runner, in rounds of one run of every
+   point (the later profile runs between them), and the co-location slowdown: the compute per
+   step of the W-worker run over the solo run's.
 
 The transfers' CPU work is fitted at the testbed's one rate; on the 2-core VM it grew less than
 in proportion to the rate (see profilers/distributed/README.md). On a busy machine the measured
@@ -358,7 +359,7 @@ def measure(
     batch_size : examples per worker and step.
     workers_max : largest W.
     architectures : any of ``ps-async``, ``ps-sync``, ``allreduce``.
-    repetitions : real runs per point.
+    repetitions : real runs per point, taken in rounds of one run of every point.
     steps, warmup : steps per worker in every real run, and those left out.
     overlap : ``layerwise`` or ``strict``, for the runs and the predictions alike.
     link_rate_bps : run on the emulated cluster (:mod:`profilers.netns_cluster`, needs root)
@@ -369,10 +370,12 @@ def measure(
         not; ``scenarios/testbed_segmentation.py``).
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
     profile_runs : one-worker runs of each kind (the profile, the computation alone), taken in
-        turns; the profile pools their steps.
+        turns, the first pair before everything and the others before the later rounds of the
+        points; the profile pools their steps.
     progress : called with a line of text as each run finishes.
-    checkpoint : called with what has been measured so far once the one-worker runs are done
-        and after every point, so that a run failing late loses nothing measured before it.
+    checkpoint : called with what has been measured so far once the link and the first
+        one-worker runs are done and after every run of a point, so that a run failing late
+        loses nothing measured before it.
 
     Raises
     ------
@@ -402,16 +405,24 @@ def measure(
     if link_rate_bps is not None:
         sharing = measure_link_sharing(link_rate_bps, burst_s=link_burst_s)
         say(link_sharing_text(sharing))
-    solos, alones = [], []
-    for _ in range(profile_runs):  # in turns: a drift of the machine touches both kinds alike
+    solos: list[RunResult] = []
+    alones: list[RunResult] = []
+
+    def profile_pair() -> None:
+        # In turns: a drift of the machine touches both kinds alike.
         solos.append(testbed.run(base))
         alones.append(testbed.run(_run_config(base, Architecture.ALLREDUCE, 1)))
+        say(
+            f"solo profile run {len(solos)}/{profile_runs}: {solos[-1].examples_per_s:.1f} "
+            "examples/s"
+        )
+
+    # The first pair now (the link measurements need the model's bytes); the others spread
+    # over the rounds of the points below (profile_rounds).
+    before_round = _profile_rounds(profile_runs, repetitions)
+    for _ in range(before_round.count(-1)):
+        profile_pair()
     solo, alone = solos[0], alones[0]
-    say(
-        "solo profile: "
-        + ", ".join(f"{r.examples_per_s:.1f}" for r in solos)
-        + f" examples/s ({len(solos)} run(s), pooled)"
-    )
     rings: list[MeasuredRing] = []
     if link_rate_bps is not None and Architecture.ALLREDUCE in archs and workers_max >= 2:
         # The ring alone for every W the points run: the ring of two gives the cost per
@@ -467,16 +478,46 @@ def measure(
     )
     keep = checkpoint or (lambda _measured: None)
     keep(measured)
-    for arch in archs:
-        for workers in range(1, workers_max + 1):
-            config = _run_config(base, arch, workers)
-            runs = tuple(testbed.run(config) for _ in range(repetitions))
-            mean = statistics.fmean(r.examples_per_s for r in runs)
-            say(f"{arch.value} W={workers}: measured {mean:.1f} examples/s")
-            point = MeasuredPoint(arch, workers, runs)
-            measured = dataclasses.replace(measured, points=(*measured.points, point))
+    # In rounds, one run of every point each, rather than a point's runs back to back: this
+    # VM's speed wanders over tens of seconds (check-200's resnet8: a worker's CPU per step
+    # 29-37 ms from one 2-5 s run to the next, the three runs of a point often alike), so a
+    # point's runs taken together share one state of the host and its mean misses the others,
+    # as a profile taken only at the start does. Spread over the validation, the points and
+    # the profile sample the host alike.
+    plan = [(arch, workers) for arch in archs for workers in range(1, workers_max + 1)]
+    runs: dict[tuple[Architecture, int], list[RunResult]] = {key: [] for key in plan}
+    for round_index in range(repetitions):
+        for _ in range(before_round.count(round_index)):
+            profile_pair()
+            measured = dataclasses.replace(
+                measured, solo_more=tuple(solos[1:]), alone_more=tuple(alones[1:])
+            )
+        for arch, workers in plan:
+            run = testbed.run(_run_config(base, arch, workers))
+            runs[(arch, workers)].append(run)
+            done = runs[(arch, workers)]
+            if len(done) == repetitions:
+                mean = statistics.fmean(r.examples_per_s for r in done)
+                say(f"{arch.value} W={workers}: measured {mean:.1f} examples/s")
+            else:
+                say(
+                    f"{arch.value} W={workers}: run {len(done)}/{repetitions}: "
+                    f"{run.examples_per_s:.1f} examples/s"
+                )
+            points = tuple(
+                MeasuredPoint(a, w, tuple(runs[(a, w)])) for a, w in plan if runs[(a, w)]
+            )
+            measured = dataclasses.replace(measured, points=points)
             keep(measured)
     return measured
+
+
+def _profile_rounds(profile_runs: int, repetitions: int) -> list[int]:
+    """Before which round of the points each pair of one-worker runs is taken: -1 before
+    everything (the first pair, and all of them with one round), then one pair before each
+    later round in turn, so that the profile spans the validation as the points do."""
+    later = list(range(1, repetitions))
+    return [-1 if i == 0 or not later else later[(i - 1) % len(later)] for i in range(profile_runs)]
 
 
 def assess(
