@@ -297,9 +297,16 @@ def effect_lines(profile: NetworkProfile) -> list[str]:
             for name, cv in (("pull", sharing.pull_cv), ("push", sharing.push_cv))
             if cv is not None
         )
+        warm = ""
+        if sharing.warm_pull_cv is not None and sharing.warm_push_cv is not None:
+            warm = (
+                f"; over connections kept open pull {sharing.warm_pull_cv:.3g}, push "
+                f"{sharing.warm_push_cv:.3g} (not applied; validate --flow-sharing warm)"
+            )
         lines.append(
             f"flow weight cv {sharing.weight_cv:.3g}"
             + (f" ({directions})" if directions else "")
+            + warm
             + _how(sharing.method, sharing.created_utc)
         )
     cpu = profile.transfer_cpu

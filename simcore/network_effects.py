@@ -103,7 +103,10 @@ class FlowSharing:
     ``push_cv`` are the directions' own, when they were measured apart (None otherwise): pull is
     the server sending (downlink), push the server receiving (uplink). ``fcfs_index`` (0: equal
     sharing, 1: one flow after another; None if not measured) shows how far from processor
-    sharing the link is.
+    sharing the link is. ``warm_pull_cv`` and ``warm_push_cv`` (None if not measured): the same
+    for a model's transfers started together over connections kept open, as training's are
+    (``profilers.warm_sharing``), which share far less evenly than new flows; for reading and
+    ``sgdsim validate --flow-sharing warm``, not what ``--network`` applies.
     """
 
     weight_cv: float
@@ -112,6 +115,8 @@ class FlowSharing:
     fcfs_index: float | None = None
     method: str = ""
     created_utc: str = ""
+    warm_pull_cv: float | None = None
+    warm_push_cv: float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,7 @@ def effect_to_dict(effect: Effect) -> dict[str, Any]:
     data: dict[str, Any]
     if isinstance(effect, FlowSharing):
         data = {"weight_cv": effect.weight_cv}
-        for key in ("pull_cv", "push_cv", "fcfs_index"):
+        for key in ("pull_cv", "push_cv", "fcfs_index", "warm_pull_cv", "warm_push_cv"):
             if getattr(effect, key) is not None:
                 data[key] = getattr(effect, key)
     elif isinstance(effect, TransferCpu):
@@ -290,6 +295,8 @@ def effect_from_dict(check: FieldChecker, key: str, raw: Any) -> Effect:
             check.optional_number(data, "fcfs_index", where, "(about 0..1)", lambda v: True),
             method,
             created,
+            warm_pull_cv=check.optional_number(data, "warm_pull_cv", where, cv, non_negative),
+            warm_push_cv=check.optional_number(data, "warm_push_cv", where, cv, non_negative),
         )
     if key == "transfer_cpu":
         return TransferCpu(

@@ -217,7 +217,15 @@ def test_validation_names_the_field(
 
 
 EFFECTS = {
-    "flow_sharing": FlowSharing(0.26, pull_cv=0.3, push_cv=0.2, fcfs_index=0.1, method="m1"),
+    "flow_sharing": FlowSharing(
+        0.26,
+        pull_cv=0.3,
+        push_cv=0.2,
+        fcfs_index=0.1,
+        method="m1",
+        warm_pull_cv=0.37,
+        warm_push_cv=0.53,
+    ),
     "transfer_cpu": TransferCpu(38e-9, 2.0, method="m2", created_utc="2026-01-01T00:00:00+00:00"),
     "ring_goodput": RingGoodput(
         ((2, 9e8), (4, 8e8)),
@@ -262,7 +270,19 @@ def test_effects_round_trip_through_json(profile: NetworkProfile, tmp_path: Path
     loaded = load_network_profile(path)
     assert dataclasses.replace(loaded, source=full.source) == full
     table = network_profile_table(loaded)
-    assert "flow weight cv 0.26 (pull 0.3, push 0.2); m1" in table
+    assert (
+        "flow weight cv 0.26 (pull 0.3, push 0.2); over connections kept open pull 0.37, push "
+        "0.53 (not applied; validate --flow-sharing warm); m1"
+    ) in table
+    assert doc["flow_sharing"]["warm_pull_cv"] == 0.37
+    # A profile without them (as every one before 2026-11-28) reads back None; a bad one is named.
+    del doc["flow_sharing"]["warm_pull_cv"], doc["flow_sharing"]["warm_push_cv"]
+    older = network_profile_from_dict(doc)
+    assert older.flow_sharing is not None and older.flow_sharing.warm_pull_cv is None
+    assert "connections kept open" not in network_profile_table(older)
+    doc["flow_sharing"]["warm_push_cv"] = -0.1
+    with pytest.raises(TraceError, match="warm_push_cv"):
+        network_profile_from_dict(doc, source="f.json")
     assert "transfer CPU 38 ns/B on 2 cores; m2" in table
     assert "duplex goodput 1.60x one way (2x: full duplex); m4" in table
     # 0.94 * 0.5 ** 0.72 = 0.571, 0.94 * 0.5 ** 0.17 = 0.836

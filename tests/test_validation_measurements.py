@@ -513,3 +513,16 @@ def test_the_profile_pairs_before_each_round() -> None:
     assert _profile_rounds(5, 3) == [-1, 1, 2, 1, 2]
     assert _profile_rounds(3, 1) == [-1, -1, -1]  # one round: all before it, as before
     assert _profile_rounds(1, 4) == [-1]
+
+
+def test_the_validations_network_profile_carries_the_warm_cvs() -> None:
+    m = measurements()
+    own = measured_network_profile(m, run_to_trace(m.solo))
+    assert own.flow_sharing is not None
+    assert own.flow_sharing.warm_pull_cv == WARM.weight_cv("out of")
+    assert own.flow_sharing.warm_push_cv == WARM.weight_cv("into")
+    assert "connections kept open" in own.flow_sharing.method
+    older = measured_network_profile(
+        dataclasses.replace(m, warm_sharing=None), run_to_trace(m.solo)
+    )
+    assert older.flow_sharing is not None and older.flow_sharing.warm_pull_cv is None

@@ -81,13 +81,22 @@ def measured_network_profile(
     where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
     flow = None
     if sharing is not None:
+        warm = measured.warm_sharing
+        method = f"profilers.link_sharing before the validation's runs ({where})"
+        if warm is not None:
+            method += (
+                f"; warm: profilers.warm_sharing, {warm.flows} of the model's transfers at once "
+                "over connections kept open"
+            )
         flow = FlowSharing(
             sharing.weight_cv(),
             pull_cv=sharing.weight_cv("out of"),
             push_cv=sharing.weight_cv("into"),
             fcfs_index=sharing.fcfs_index(),
-            method=f"profilers.link_sharing before the validation's runs ({where})",
+            method=method,
             created_utc=now,
+            warm_pull_cv=warm.weight_cv("out of") if warm is not None else None,
+            warm_push_cv=warm.weight_cv("into") if warm is not None else None,
         )
     ring = None
     rings = measured.ring_set

@@ -222,7 +222,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--save-network",
         metavar="FILE",
-        help="also write the link as this validation measured it (bandwidth, flow weight cv, "
+        help="also write the link as this validation measured it (bandwidth, flow weight cvs "
+        "of new flows and of connections kept open, "
         "ring goodput, cost per message and bytes' rate per W, fitted transfer CPU cost) as a "
         "network profile, for --network",
     )
