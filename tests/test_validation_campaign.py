@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_link_interference import model_report
@@ -24,6 +25,8 @@ from profilers.distributed.campaign import (
     campaign_point_table,
     campaign_summary_table,
     campaign_text,
+    repeat_gaps,
+    repeat_gaps_text,
     shipped_campaigns,
 )
 from profilers.distributed.comm_cpu import (
@@ -253,7 +256,9 @@ def test_a_campaign_with_warm_flow_sharing_says_so_and_names_a_file_without_it(
     assert main(args) == 0
     assert "flow weight cvs from each file's warm sharing" in capsys.readouterr().out
     assert main([*args[:-2], "--json"]) == 0
-    assert output(capsys.readouterr().out)["context"]["flow_sharing"] == "fresh"
+    context = output(capsys.readouterr().out)["context"]
+    assert context["flow_sharing"] == "fresh"
+    assert context["repeat_gaps"] == {"profile": [], "alone": []}  # no W = 1 of either kind
     older = dataclasses.replace(measurements(), warm_sharing=None)
     save_measurements(older, folder / "older.json.gz")
     assert main(args) == 1
@@ -805,3 +810,71 @@ def test_the_server_link_is_the_testbeds_interference_unless_an_option_chooses()
         if a.architecture != "ps-async" or a.workers == 1:
             assert a.simulated == pytest.approx(b.simulated, rel=1e-9)
     assert [p.simulated for p in full.points] != [p.simulated for p in report.points]
+
+
+def _at_pace(run: RunResult, seconds_per_step: float) -> RunResult:
+    """``run`` with each worker's steps ending every ``seconds_per_step``."""
+    return dataclasses.replace(
+        run,
+        steps=tuple(
+            dataclasses.replace(
+                s, start_s=s.step * seconds_per_step, end_s=(s.step + 1) * seconds_per_step
+            )
+            for s in run.steps
+        ),
+    )
+
+
+def test_a_configuration_measured_twice_gives_its_gap_and_the_spread_it_explains() -> None:
+    from profilers.distributed.config import Architecture
+    from profilers.distributed.measurements import MeasuredPoint
+    from profilers.distributed.noise_floor import RepeatGap
+
+    gap = RepeatGap("x", (100.0, 100.0), (105.0, 115.0))
+    assert gap.gap == pytest.approx(0.10)
+    # relative standard errors 0 and (7.07 / 110): combined in quadrature
+    assert gap.standard_error == pytest.approx(statistics.stdev((105, 115)) / math.sqrt(2) / 110)
+    assert math.isnan(RepeatGap("one run each", (1.0,), (2.0,)).standard_error)
+    with pytest.raises(ValueError, match="needs runs on both sides"):
+        RepeatGap("empty", (), (1.0,))
+    m = measurements()
+    # The profile at 8 examples/s (batch 8, 1 s a step), its PS Async-SGD W = 1 point at 10;
+    # the computation alone at 8 too, its ring W = 1 point at 8 and 16 (12 on average).
+    solo = _at_pace(m.solo, 1.0)
+    alone = _at_pace(m.alone, 1.0)
+    ps_one = MeasuredPoint(Architecture.PS_ASYNC, 1, (_at_pace(m.solo, 0.8),))
+    ring_one = MeasuredPoint(
+        Architecture.ALLREDUCE, 1, (_at_pace(m.alone, 1.0), _at_pace(m.alone, 0.5))
+    )
+    timed = dataclasses.replace(
+        m, solo=solo, solo_more=(), alone=alone, alone_more=(), points=(ps_one, ring_one, *m.points)
+    )
+    gaps = repeat_gaps([timed])
+    assert [g.gap for g in gaps["profile"]] == [pytest.approx(0.25)]
+    assert [g.gap for g in gaps["alone"]] == [pytest.approx(0.5)]
+    assert gaps["profile"][0].label == "mlp-b8 100 Mbit/s: profile"
+    text = repeat_gaps_text(gaps)
+    assert "37.5% / 50.0% apart, mean / max of 2 pairs" in text
+    assert "profile vs PS Async-SGD 25.0% / 25.0%; computation alone vs ring 50.0% / 50.0%" in text
+    # Points of another configuration (W = 2, Sync-SGD) are no repeat.
+    assert repeat_gaps([m]) == {"profile": [], "alone": []}
+    assert repeat_gaps_text(repeat_gaps([m])) == ""
+
+
+def test_the_readme_repeat_gaps_are_what_the_kept_runs_give() -> None:
+    """The README's "same configuration measured twice" numbers, from every kept file (the
+    runs only: nothing is simulated)."""
+    kept = [load_measurements(path) for _, path in campaign_files(shipped_campaigns())]
+    gaps = repeat_gaps(kept)
+
+    def summary(of: list[Any]) -> str:
+        sizes = [abs(g.gap) for g in of]
+        return f"{100 * statistics.fmean(sizes):.1f}% / {100 * max(sizes):.1f}%"
+
+    phrase = (
+        f"{summary(gaps['alone'])} apart over {len(gaps['alone'])} kept validations, and its "
+        f"one-worker profile runs and its parameter-server W = 1 point "
+        f"{summary(gaps['profile'])} ({len(gaps['profile'])})"
+    )
+    flowing = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
+    assert phrase in flowing, f"README should say: {phrase}"

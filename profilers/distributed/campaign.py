@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from profilers.distributed.measurements import load_measurements
-from profilers.distributed.noise_floor import NOISE_Z, noise_floor
+from profilers.distributed.config import Architecture
+from profilers.distributed.measurements import Measurements, load_measurements
+from profilers.distributed.noise_floor import NOISE_Z, RepeatGap, noise_floor
 from profilers.distributed.validation import (
     COLUMNS_TEXT,
     RING_CPU_PLACEMENT,
@@ -368,7 +369,62 @@ def campaign_text(report: CampaignReport) -> str:
         "median), from the runs' own noise)",
         COLUMNS_TEXT,
     ]
+    measured = [r.measurements for r in report.reports if r.measurements is not None]
+    repeats = repeat_gaps_text(repeat_gaps(measured))
+    if repeats:
+        lines.append(repeats)
     return "\n".join(lines)
+
+
+def repeat_gaps(measured: Iterable[Measurements]) -> dict[str, list[RepeatGap]]:
+    """Every configuration these validations measured twice, minutes apart, by kind:
+    ``profile``, a validation's one-worker profile runs against its PS Async-SGD W = 1 point;
+    ``alone``, its computation-alone runs against its ring W = 1 point."""
+    gaps: dict[str, list[RepeatGap]] = {"profile": [], "alone": []}
+    for m in measured:
+        where = f"{m.base.model}-b{m.base.batch_size} {_rate_text(m.link_rate_bps)}"
+        pairs = (
+            ("profile", m.solo_runs, Architecture.PS_ASYNC),
+            ("alone", m.alone_runs, Architecture.ALLREDUCE),
+        )
+        for kind, earlier, arch in pairs:
+            for point in m.points:
+                same = point.runs[0].config == earlier[0].config
+                if point.architecture is arch and point.workers == 1 and same:
+                    gaps[kind].append(
+                        RepeatGap(
+                            f"{where}: {kind}",
+                            tuple(run.examples_per_s for run in earlier),
+                            tuple(run.examples_per_s for run in point.runs),
+                        )
+                    )
+    return gaps
+
+
+def repeat_gaps_text(gaps: dict[str, list[RepeatGap]]) -> str:
+    """One paragraph: how far apart the repeats came out, and what their runs' spread
+    explains (:func:`repeat_gaps`); empty without any."""
+    every = [g for of in gaps.values() for g in of]
+    if not every:
+        return ""
+
+    def summary(of: Sequence[RepeatGap]) -> str:
+        sizes = [abs(g.gap) for g in of]
+        return f"{100 * statistics.fmean(sizes):.1f}% / {100 * max(sizes):.1f}%"
+
+    names = {"profile": "profile vs PS Async-SGD", "alone": "computation alone vs ring"}
+    parts = [f"{names[kind]} {summary(of)}" for kind, of in gaps.items() if of]
+    known = [g.standard_error for g in every if not math.isnan(g.standard_error)]
+    explained = ""
+    if known:
+        # E|N(0, s)| = s sqrt(2 / pi), as noise_floor's mean
+        mean = statistics.fmean(known) * math.sqrt(2 / math.pi)
+        explained = f"; the runs' own spread explains {100 * mean:.1f}% on average"
+    return (
+        f"(the same configuration measured twice in a validation, its one-worker runs before "
+        f"the points and its W = 1 point: {summary(every)} apart, mean / max of {len(every)} "
+        f"pairs ({'; '.join(parts)}){explained}: a perfect model is that far off at W = 1)"
+    )
 
 
 def _point_cells(r: ValidationReport, p: ValidationPoint, label: str) -> dict[str, Cell]:

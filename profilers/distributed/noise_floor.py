@@ -9,7 +9,10 @@ model's error from the measurement's:
 - :func:`relative_standard_error`: a point's standard error of the mean, relative to the mean;
 - :func:`noise_floor`: over a set of points, the mean absolute error such a perfect predictor
   is expected to show, and the median and 90% quantile of its largest absolute error;
-- :func:`beyond_noise`: whether one error is larger than its point's measurement can explain.
+- :func:`beyond_noise`: whether one error is larger than its point's measurement can explain;
+- :class:`RepeatGap`: one configuration measured twice, at different times of one validation,
+  and how far apart the two means came out: the noise the standard errors miss when the
+  machine's speed wanders between the runs of one point and those of another.
 
 The measured mean of point ``i`` is taken as normal around the true mean with the standard
 deviation ``s_i`` its runs show (their sample standard deviation over the square root of
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 __all__ = [
     "NOISE_Z",
     "NoiseFloor",
+    "RepeatGap",
     "beyond_noise",
     "noise_floor",
     "relative_standard_error",
@@ -106,3 +110,32 @@ def _max_quantile(scales: Sequence[float], q: float) -> float:
         else:
             high = mid
     return 0.5 * (low + high)
+
+
+@dataclass(frozen=True)
+class RepeatGap:
+    """One configuration measured twice at different times (examples/s of each run): a
+    validation's one-worker profile runs and its W = 1 point, say. A perfect model predicts
+    both alike, so how far apart they are is noise; with runs taken back to back it includes
+    the machine's state of the moment, which their standard errors do not see."""
+
+    label: str
+    first: tuple[float, ...]
+    second: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.first or not self.second:
+            raise ValueError(f"{self.label}: a repeat needs runs on both sides")
+
+    @property
+    def gap(self) -> float:
+        """The second mean relative to the first, less one (0.05: 5% higher)."""
+        first = statistics.fmean(self.first)
+        return statistics.fmean(self.second) / first - 1.0
+
+    @property
+    def standard_error(self) -> float:
+        """The standard error of ``gap`` the runs' own spread implies (NaN with one run on a
+        side): the two means' relative standard errors combined."""
+        a, b = relative_standard_error(self.first), relative_standard_error(self.second)
+        return math.hypot(a, b)
