@@ -12,7 +12,6 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_link_interference import model_report
@@ -275,6 +274,16 @@ def test_fit_rate_without_a_campaign_is_an_error(
     assert "--fit-rate: only with a campaign" in capsys.readouterr().err
 
 
+def mean_max(errors: list[float]) -> str:
+    """``errors`` (absolute, relative) as the README writes them: mean / max in percent."""
+    return f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+
+
+def readme_flowing() -> str:
+    """The README with its line breaks and runs of spaces as single spaces."""
+    return " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
+
+
 def shipped_runs(campaign: str, file_name: str) -> Measurements:
     """The measurements of one file of a shipped campaign."""
     [path] = [p for given, p in campaign_files([campaign]) if given.endswith(file_name)]
@@ -430,7 +439,7 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives(campaign: str, labe
         cells = []
         for label in columns:
             errors = report.abs_errors(rate, label)
-            cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+            cell = mean_max(errors)
             cells.append(cell if label else f"**{cell}**")
         row = row_start + "".join(f" {cell} |" for cell in cells)
         assert row in readme, f"README row should read:\n{row}"
@@ -474,7 +483,7 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
     cells = []
     for label in ("PS async, layerwise", "PS sync, layerwise", "ring AllReduce, layerwise", None):
         errors = report.abs_errors(rate, label)
-        cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+        cell = mean_max(errors)
         cells.append(cell if label else f"**{cell}**")
     row = row_start + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
@@ -490,10 +499,7 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
         assert len(errors) == 8
         given = [abs(e) for e, _ in errors]
         charged = [abs((1 + e) / ratio - 1) for e, ratio in errors]
-        phrase = words.format(
-            f"{100 * statistics.fmean(charged):.1f}% / {100 * max(charged):.1f}%",
-            f"{100 * statistics.fmean(given):.1f}% / {100 * max(given):.1f}%",
-        )
+        phrase = words.format(mean_max(charged), mean_max(given))
         assert phrase in flowing, f"README should say: {phrase}"
 
 
@@ -512,18 +518,13 @@ def test_the_readme_warm_sharing_numbers_are_what_check_200_gives() -> None:
     Sync-SGD and Async-SGD as the bullet gives them (the fresh side is the table's row)."""
     report = assess_campaign(["check-200"], flow_sharing="warm")
 
-    def cell(label: str | None) -> str:
-        errors = report.abs_errors(2e8, label)
-        return f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
-
     mean = 100 * statistics.fmean(report.abs_errors(2e8, None))
     phrase = (
         f"check-200 6.0% -> {mean:.1f}% mean, its PS Sync-SGD 4.5% / 12.5% -> "
-        f"{cell('PS sync, layerwise')} and PS Async-SGD 7.0% / 25.4% -> "
-        f"{cell('PS async, layerwise')};"
+        f"{mean_max(report.abs_errors(2e8, 'PS sync, layerwise'))} and PS Async-SGD 7.0% / "
+        f"25.4% -> {mean_max(report.abs_errors(2e8, 'PS async, layerwise'))};"
     )
-    flowing = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
-    assert phrase in flowing, f"README should say: {phrase}"
+    assert phrase in readme_flowing(), f"README should say: {phrase}"
 
 
 @pytest.mark.slow
@@ -535,7 +536,7 @@ def test_the_readme_ring_check_is_what_its_runs_give() -> None:
     cells = []
     for rate in (4.5e8, 5e8, None):
         errors = report.abs_errors(rate)
-        cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+        cell = mean_max(errors)
         cells.append(cell if rate else f"**{cell}**")
     row = "| check-rings, ring AllReduce |" + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
@@ -555,7 +556,7 @@ def test_the_readme_second_ring_check_is_what_its_runs_give() -> None:
     cells = []
     for rate in (3e8, 4e8, 5e8, None):
         errors = report.abs_errors(rate)
-        cell = f"{100 * statistics.fmean(errors):.1f}% / {100 * max(errors):.1f}%"
+        cell = mean_max(errors)
         cells.append(cell if rate else f"**{cell}**")
     row = "| check-rings-2, ring AllReduce |" + "".join(f" {cell} |" for cell in cells)
     assert row in readme, f"README row should read:\n{row}"
@@ -866,15 +867,9 @@ def test_the_readme_repeat_gaps_are_what_the_kept_runs_give() -> None:
     runs only: nothing is simulated)."""
     kept = [load_measurements(path) for _, path in campaign_files(shipped_campaigns())]
     gaps = repeat_gaps(kept)
-
-    def summary(of: list[Any]) -> str:
-        sizes = [abs(g.gap) for g in of]
-        return f"{100 * statistics.fmean(sizes):.1f}% / {100 * max(sizes):.1f}%"
-
+    alone, profile = ([abs(g.gap) for g in gaps[kind]] for kind in ("alone", "profile"))
     phrase = (
-        f"{summary(gaps['alone'])} apart over {len(gaps['alone'])} kept validations, and its "
-        f"one-worker profile runs and its parameter-server W = 1 point "
-        f"{summary(gaps['profile'])} ({len(gaps['profile'])})"
+        f"{mean_max(alone)} apart over {len(alone)} kept validations, and its one-worker "
+        f"profile runs and its parameter-server W = 1 point {mean_max(profile)} ({len(profile)})"
     )
-    flowing = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
-    assert phrase in flowing, f"README should say: {phrase}"
+    assert phrase in readme_flowing(), f"README should say: {phrase}"
