@@ -247,6 +247,14 @@ def test_validate_with_warm_flow_sharing_predicts_with_each_files_warm_cvs(
     assert "--flow-weight-cv" in err and "Traceback" not in err
 
 
+def test_warm_flow_sharing_is_refused_before_runs_it_could_not_predict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", "--model", "cnn", "--flow-sharing", "warm", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "--flow-sharing warm: only with --testbed" in err and "Traceback" not in err
+
+
 def test_a_campaign_with_warm_flow_sharing_says_so_and_names_a_file_without_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -412,6 +412,11 @@ def test_warm_flow_sharing_needs_the_measurement_where_a_server_shares_its_link(
     warm = assess(ring_only, ideal=False, flow_sharing="warm")
     fresh = assess(ring_only, ideal=False)
     assert [p.simulated for p in warm.points] == [p.simulated for p in fresh.points]
+    # One worker's transfers share the server's link with nothing: no warm cv is needed.
+    one = tuple(
+        p for p in older.points if p.workers == 1 or p.architecture == Architecture.ALLREDUCE
+    )
+    assert assess(dataclasses.replace(older, points=one), ideal=False, flow_sharing="warm")
 
 
 def test_warm_flow_sharing_refuses_a_given_cv_and_unknown_sharings_are_named() -> None:

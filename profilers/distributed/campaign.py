@@ -421,9 +421,10 @@ def repeat_gaps_text(gaps: dict[str, list[RepeatGap]]) -> str:
         mean = statistics.fmean(known) * math.sqrt(2 / math.pi)
         explained = f"; the runs' own spread explains {100 * mean:.1f}% on average"
     return (
-        f"(the same configuration measured twice in a validation, its one-worker runs before "
-        f"the points and its W = 1 point: {summary(every)} apart, mean / max of {len(every)} "
-        f"pairs ({'; '.join(parts)}){explained}: a perfect model is that far off at W = 1)"
+        f"(the same configuration measured twice in a validation, its one-worker runs (the "
+        f"profile, the computation alone) and its W = 1 point: {summary(every)} apart, mean / "
+        f"max of {len(every)} pairs ({'; '.join(parts)}){explained}: a perfect model is that "
+        "far off at W = 1)"
     )
 
 

@@ -782,8 +782,9 @@ def _warm_cvs(measured: Measurements) -> tuple[Sourced[float], float | None]:
     the server's node, pushes go into it)."""
     warm = measured.warm_sharing
     if warm is None:
-        if not any(p.architecture.startswith("ps") for p in measured.points):
-            return Sourced(0.0, "measured, warm connections"), None  # rings use no cv
+        # Rings use no cv, and one worker's transfers share the server's link with nothing.
+        if not any(p.architecture.uses_servers and p.workers > 1 for p in measured.points):
+            return Sourced(0.0, "measured, warm connections"), None
         raise ConfigError(
             "flow sharing 'warm': these runs hold no warm-sharing measurement (validations "
             "record it since 2026-11-28, on the testbed, when several workers share the "

@@ -392,6 +392,11 @@ def run(args: argparse.Namespace) -> int:
             "shipped campaign)"
         )
     # Checked before minutes of training, not after.
+    if args.flow_sharing == WARM_SHARING and not args.from_runs and args.testbed is None:
+        raise ConfigError(
+            "--flow-sharing warm: only with --testbed (the warm sharing is measured on the "
+            "emulated cluster's shaped link) or --from-runs"
+        )
     if args.out is not None:
         check_output(args.out, "-o/--out", force=args.force)
     if args.save_runs is not None:
