@@ -509,6 +509,10 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
         charged = [abs((1 + e) / ratio - 1) for e, ratio in errors]
         phrase = words.format(mean_max(charged), mean_max(given))
         assert phrase in flowing, f"README should say: {phrase}"
+        if check == "check-200" and model == "resnet8":  # against check-rounds' range
+            ratios = [ratio for _, ratio in errors]
+            phrase = f"({min(ratios):.2f}-{max(ratios):.2f} on check-200)"
+            assert phrase in flowing, f"README should say: {phrase}"
 
 
 CPU_BOUND_PHRASES = {
@@ -518,6 +522,20 @@ CPU_BOUND_PHRASES = {
         ("transformer", "the transformer's on check-450 {} instead of {}."),
     ],
 }
+
+
+@pytest.mark.slow
+def test_the_readme_rounds_validation_is_what_its_runs_give() -> None:
+    """check-rounds, the first validation taken in rounds: its CPU per step over the profile's
+    and its errors, as the README gives them."""
+    report = assess_campaign(["check-rounds"])
+    ratios = [p.cpu_ratio for _, p, _ in report.rows()]
+    errors = report.abs_errors(2e8, None)
+    phrase = (
+        f"`cpu x` {min(ratios):.2f}-{max(ratios):.2f} at every point (0.98-1.16 on check-200), "
+        f"errors {mean_max(errors)} (kept: `check-rounds`)"
+    )
+    assert phrase in readme_flowing(), f"README should say: {phrase}"
 
 
 @pytest.mark.slow
