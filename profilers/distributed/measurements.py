@@ -105,9 +105,10 @@ class Measurements:
     ``interference`` how much each direction of it slows beside the other's transfers (None: not
     measured, as in files before 2026-11-28); ``warm_sharing`` how it shares the model's
     transfers started together over connections kept open, as training's are
-    (:mod:`profilers.warm_sharing`; None: not measured). The predictions do not use it yet
-    (the top-level README's "Concurrent transfers share the link less evenly in
-    training" says why); it is kept so that they can.
+    (:mod:`profilers.warm_sharing`; None: not measured). The predictions use it only when
+    asked (``assess(..., flow_sharing="warm")``, ``sgdsim validate --flow-sharing warm``; the
+    top-level README's "Concurrent transfers share the link less evenly in training" says
+    why it is not the default).
     ``solo_more`` and ``alone_more``: further runs like ``solo`` and ``alone``, whose steps the
     profile pools with theirs (one run carries its own luck: on the 2-core VM one-worker runs
     of one configuration differed by up to 20%). ``rings``: rings of 2, 3, ... ranks measured
