@@ -22,14 +22,17 @@ Output
     Every point (measured, predicted, error, the measured compute slowdown of co-located
     workers); for Async-SGD, how the workers lined up in each real run and each simulated seed
     (lock-step, pipelined, drifting: ``simcore.sim.phases``), their step times and how their
-    transfers lined up on the server's link (``simcore.sim.occupancy``); the mean and
+    transfers lined up on the server's link (``simcore.sim.occupancy``); for Sync-SGD, where
+    the runs kept their spans, when each of a step's pulls arrived after the server's release
+    (``simcore.sim.arrivals``); the mean and
     maximum absolute error by half and architecture, with how many errors are beyond the
     runs' own noise and what that noise alone would cost a perfect prediction
     (``profilers.distributed.noise_floor``); and in ``--out`` (default
     ``results/validation_campaign/``): ``validation_campaign.csv`` (every point),
     ``validation_campaign-summary.csv`` (the errors), ``validation_campaign-async.csv`` (the
-    Async-SGD patterns) and ``validation_campaign.png`` (the simulator's error against W, one
-    panel per architecture, one line per model and link rate).
+    Async-SGD patterns), ``validation_campaign-sync.csv`` (the Sync-SGD pull arrivals) and
+    ``validation_campaign.png`` (the simulator's error against W, one panel per architecture,
+    one line per model and link rate).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from profilers.distributed.campaign import (
     campaign_async_table,
     campaign_point_table,
     campaign_summary_table,
+    campaign_sync_table,
     campaign_text,
 )
 from profilers.distributed.noise_floor import NOISE_Z
@@ -62,6 +66,7 @@ NAME = "validation_campaign"
 CSV_FILE = f"{NAME}.csv"  # every point
 SUMMARY_FILE = f"{NAME}-summary.csv"  # mean / max error by half and architecture
 ASYNC_FILE = f"{NAME}-async.csv"  # Async-SGD phase patterns and step times
+SYNC_FILE = f"{NAME}-sync.csv"  # Sync-SGD pull arrivals after each release
 FIGURE_FILE = f"{NAME}.png"
 SHIPPED = "campaign"
 FIT_RATE = "300Mbit/s"  # the declared fit half of the shipped campaign
@@ -179,13 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> None:
-        files = [CSV_FILE, SUMMARY_FILE, ASYNC_FILE, FIGURE_FILE]
+        files = [CSV_FILE, SUMMARY_FILE, ASYNC_FILE, SYNC_FILE, FIGURE_FILE]
         out = ScenarioOutput(args.out, files, force=args.force)
         report = assess_campaign_with(args)
         print(campaign_text(report))
         out.write_csv(CSV_FILE, campaign_point_table(report))
         out.write_csv(SUMMARY_FILE, campaign_summary_table(report))
         out.write_csv(ASYNC_FILE, campaign_async_table(report))
+        out.write_csv(SYNC_FILE, campaign_sync_table(report))
         plot(report, out)
         print("\n" + finding(report))
         print(out.summary())

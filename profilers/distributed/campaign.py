@@ -36,6 +36,7 @@ from simcore.errors import ConfigError
 from simcore.link_settings import FRESH_SHARING, WARM_SHARING, LinkSettings
 from simcore.parallel import TaskProgress, run_tasks
 from simcore.report.table import Cell, Column, Table
+from simcore.sim.arrivals import arrivals_text
 from simcore.sim.occupancy import short_occupancy_text
 from simcore.units import format_bandwidth
 
@@ -335,6 +336,34 @@ def campaign_async_table(report: CampaignReport) -> Table:
     return table
 
 
+SYNC_COLUMNS = (
+    *KEY_COLUMNS,
+    Column("measured_arrivals", "measured"),
+    Column("simulated_arrivals", "simulated"),
+)
+
+
+def campaign_sync_table(report: CampaignReport) -> Table:
+    """Sync-SGD with W >= 2, where the runs kept their spans: when the first, second, ... of a
+    step's pulls had arrived after the server's release, measured and simulated
+    (:mod:`simcore.sim.arrivals`)."""
+    table = Table(
+        "Sync-SGD: when the first, second, ... of a step's pulls arrived after the server's "
+        "release, in one pull alone (median over steps; equal sharing: all at W, one after "
+        "another: 1, 2, ... W)",
+        SYNC_COLUMNS,
+    )
+    for r, p, label in report.rows():
+        if p.measured_pull_arrivals is None:
+            continue
+        table.add(
+            **_point_cells(r, p, label),
+            measured_arrivals=arrivals_text(p.measured_pull_arrivals),
+            simulated_arrivals=arrivals_text(p.simulated_pull_arrivals),
+        )
+    return table
+
+
 def _counts(labels: Sequence[str]) -> str:
     """``('drifting', 'pipelined', 'drifting')`` -> ``drifting 2, pipelined 1``."""
     return ", ".join(f"{k} {v}" for k, v in Counter(labels).most_common())
@@ -358,9 +387,9 @@ def campaign_text(report: CampaignReport) -> str:
         campaign_point_table(report).text(),
         "",
     ]
-    async_table = campaign_async_table(report)
-    if async_table.rows:
-        lines += [async_table.text(), ""]
+    for table in (campaign_async_table(report), campaign_sync_table(report)):
+        if table.rows:
+            lines += [table.text(), ""]
     lines += [
         campaign_summary_table(report).text(),
         f"(se%: the measured mean's standard error over its runs; beyond {NOISE_Z:g} se: the "

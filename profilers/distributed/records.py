@@ -268,6 +268,21 @@ class RunResult:
             return None
         return link_occupancy(intervals, self.config.workers)
 
+    def pull_arrival_times(self) -> tuple[dict[tuple[int, int], float], dict[int, float]]:
+        """For :func:`simcore.sim.arrivals.pull_arrivals`: when each worker's last pull of each
+        step ended (``(step, worker)``), and when the servers' last update of each step ended
+        (a Sync-SGD server's release of the next step). Empty without spans."""
+        pull_ends: dict[tuple[int, int], float] = {}
+        releases: dict[int, float] = {}
+        for span in self.spans:
+            end = span.start_s + span.duration_s
+            if span.kind == "pull":
+                key = (span.step, span.worker)
+                pull_ends[key] = max(pull_ends.get(key, end), end)
+            elif span.kind == "update":
+                releases[span.step] = max(releases.get(span.step, end), end)
+        return pull_ends, releases
+
     def _measured(self, kinds: Iterable[str]) -> Iterable[Span]:
         wanted = set(kinds)
         return (s for s in self.spans if s.kind in wanted and s.step >= self.config.warmup)

@@ -128,6 +128,7 @@ from simcore.network_effects import (
 )
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
+from simcore.sim.arrivals import arrivals_text, pull_arrivals, timeline_pull_arrivals
 from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
@@ -219,6 +220,12 @@ class ValidationPoint:
     measured_occupancy: LinkOccupancy | None = None
     simulated_occupancy: LinkOccupancy | None = None
     cpu_ratio: float = math.nan
+    # Sync-SGD with W >= 2 and runs that kept their spans: when each of a step's pulls had
+    # arrived after the server's release (first to arrive, second, ...; the median over steps),
+    # in one pull alone at the link's bandwidth (simcore.sim.arrivals), measured (the median
+    # over those runs) and simulated (one seed's timeline). None: not known.
+    measured_pull_arrivals: tuple[float, ...] | None = None
+    simulated_pull_arrivals: tuple[float, ...] | None = None
 
     @property
     def measured_mean(self) -> float:
@@ -1042,6 +1049,7 @@ class Predictor:
             simulated_phases=tuple(p.label for p in simulated.phases),
             cpu_ratio=self._cpu_ratio(arch, runs),
             **self._occupancies(arch, workers, runs),
+            **self._pull_arrivals(arch, workers, runs),
         )
 
     def _cpu_ratio(self, arch: Architecture, runs: Sequence[RunResult]) -> float:
@@ -1053,6 +1061,31 @@ class Predictor:
         if not per_run or any(cpu is None for cpu in per_run):
             return math.nan
         return statistics.fmean(cpu for cpu in per_run if cpu is not None) / charged.cpu_s_per_step
+
+    def _pull_arrivals(
+        self, arch: Architecture, workers: int, runs: Sequence[RunResult]
+    ) -> dict[str, tuple[float, ...] | None]:
+        """Sync-SGD with W >= 2, where runs kept their spans: the measured and simulated pull
+        arrivals after each release (ValidationPoint)."""
+        if arch is not Architecture.PS_SYNC or workers < 2:
+            return {}
+        unit_s = self.trace.param_nbytes * 8 / self.bandwidth_bps  # one whole pull alone
+        per_run = [
+            pull_arrivals(*r.pull_arrival_times(), workers, unit_s, r.config.warmup)
+            for r in runs
+            if r.spans
+        ]
+        known = [a for a in per_run if a is not None]
+        if not known:
+            return {}
+        timeline = self.simulation(arch, workers, timeline=True).timeline
+        assert timeline is not None
+        return {
+            "measured_pull_arrivals": tuple(statistics.median(a) for a in zip(*known, strict=True)),
+            "simulated_pull_arrivals": timeline_pull_arrivals(
+                timeline, workers, unit_s, SIM_WARMUP_STEPS
+            ),
+        }
 
     def _occupancies(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
@@ -1305,6 +1338,20 @@ def report_text(report: ValidationReport) -> str:
     for table in report_tables(report):
         lines += ["", table.text()]
     lines += ["", COLUMNS_TEXT]
+    arrivals = [p for p in report.points if p.measured_pull_arrivals is not None]
+    if arrivals:
+        unit_s = report.trace.param_nbytes * 8 / report.bandwidth_bps
+        lines += [
+            "",
+            f"Sync-SGD: when the first, second, ... of a step's pulls arrived after the server's "
+            f"release, in one pull alone ({format_seconds(unit_s)}; median over steps; equal "
+            f"sharing: all at W, one after another: 1, 2, ... W)",
+        ]
+        lines += [
+            f"  W={p.workers}: measured {arrivals_text(p.measured_pull_arrivals)}, simulated "
+            f"{arrivals_text(p.simulated_pull_arrivals)}"
+            for p in arrivals
+        ]
     lines += ["", "absolute error over all points: mean / max"]
     for key, label in PREDICTORS:
         errors = report.abs_errors(key)

@@ -483,6 +483,10 @@ def _ring_cpu_work_dict(report: ValidationReport) -> dict[str, Any] | None:
     }
 
 
+def _listed(values: tuple[float, ...] | None) -> list[float] | None:
+    return None if values is None else list(values)
+
+
 def _report_dict(report: ValidationReport) -> dict[str, Any]:
     return {
         "model_name": report.model_name,
@@ -515,6 +519,9 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
                 "compute_slowdown": p.slowdown,
                 # PS workers' CPU per step over the one-worker runs'; null: rings, not recorded
                 "cpu_ratio": None if math.isnan(p.cpu_ratio) else p.cpu_ratio,
+                # Sync-SGD: the k-th pull's arrival after the release, in one pull alone
+                "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
+                "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
             }
             for p in report.points
         ],
