@@ -1035,6 +1035,7 @@ class Predictor:
         candidate = Candidate(sim_arch, mode, sharing, workers)
         worker_type = worker_type_from_trace(self.trace)
         simulated = self.simulation(arch, workers)
+        arrivals = self._pull_arrivals(arch, workers, runs)
         return ValidationPoint(
             architecture=arch.value,
             workers=workers,
@@ -1048,8 +1049,9 @@ class Predictor:
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
             cpu_ratio=self._cpu_ratio(arch, runs),
+            measured_pull_arrivals=arrivals[0],
+            simulated_pull_arrivals=arrivals[1],
             **self._occupancies(arch, workers, runs),
-            **self._pull_arrivals(arch, workers, runs),
         )
 
     def _cpu_ratio(self, arch: Architecture, runs: Sequence[RunResult]) -> float:
@@ -1064,11 +1066,11 @@ class Predictor:
 
     def _pull_arrivals(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
-    ) -> dict[str, tuple[float, ...] | None]:
+    ) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
         """Sync-SGD with W >= 2, where runs kept their spans: the measured and simulated pull
-        arrivals after each release (ValidationPoint)."""
+        arrivals after each release (ValidationPoint); None each otherwise."""
         if arch is not Architecture.PS_SYNC or workers < 2:
-            return {}
+            return None, None
         unit_s = self.trace.param_nbytes * 8 / self.bandwidth_bps  # one whole pull alone
         per_run = [
             pull_arrivals(*r.pull_arrival_times(), workers, unit_s, r.config.warmup)
@@ -1077,15 +1079,11 @@ class Predictor:
         ]
         known = [a for a in per_run if a is not None]
         if not known:
-            return {}
+            return None, None
         timeline = self.simulation(arch, workers, timeline=True).timeline
         assert timeline is not None
-        return {
-            "measured_pull_arrivals": tuple(statistics.median(a) for a in zip(*known, strict=True)),
-            "simulated_pull_arrivals": timeline_pull_arrivals(
-                timeline, workers, unit_s, SIM_WARMUP_STEPS
-            ),
-        }
+        measured = tuple(statistics.median(a) for a in zip(*known, strict=True))
+        return measured, timeline_pull_arrivals(timeline, workers, unit_s, SIM_WARMUP_STEPS)
 
     def _occupancies(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
