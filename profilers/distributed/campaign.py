@@ -121,6 +121,10 @@ class CampaignReport:
         """(validation, point, architecture label) for every point of every validation."""
         return [(r, p, point_label(r, p)) for r in self.reports for p in r.points]
 
+    def repeat_gaps(self) -> dict[str, list[RepeatGap]]:
+        """:func:`repeat_gaps` of the validations' runs."""
+        return repeat_gaps(r.measurements for r in self.reports if r.measurements is not None)
+
     def halves(self) -> list[float | None]:
         """The link rates of the campaign, fit half (if declared) first."""
         rates = sorted({r.link_rate_bps for r in self.reports}, key=lambda x: (x is None, x or 0))
@@ -398,8 +402,7 @@ def campaign_text(report: CampaignReport) -> str:
         "median), from the runs' own noise)",
         COLUMNS_TEXT,
     ]
-    measured = [r.measurements for r in report.reports if r.measurements is not None]
-    repeats = repeat_gaps_text(repeat_gaps(measured))
+    repeats = repeat_gaps_text(report.repeat_gaps())
     if repeats:
         lines.append(repeats)
     return "\n".join(lines)
@@ -443,12 +446,10 @@ def repeat_gaps_text(gaps: dict[str, list[RepeatGap]]) -> str:
 
     names = {"profile": "profile vs PS Async-SGD", "alone": "computation alone vs ring"}
     parts = [f"{names[kind]} {summary(of)}" for kind, of in gaps.items() if of]
-    known = [g.standard_error for g in every if not math.isnan(g.standard_error)]
+    floor = noise_floor([g.standard_error for g in every])  # what the runs' spread explains
     explained = ""
-    if known:
-        # E|N(0, s)| = s sqrt(2 / pi), as noise_floor's mean
-        mean = statistics.fmean(known) * math.sqrt(2 / math.pi)
-        explained = f"; the runs' own spread explains {100 * mean:.1f}% on average"
+    if floor is not None:
+        explained = f"; the runs' own spread explains {100 * floor.mean_abs_error:.1f}% on average"
     return (
         f"(the same configuration measured twice in a validation, its one-worker runs (the "
         f"profile, the computation alone) and its W = 1 point: {summary(every)} apart, mean / "

@@ -784,6 +784,11 @@ def assess(
     )
 
 
+def one_pull_s(trace: Trace, bandwidth_bps: float) -> float:
+    """One whole-model pull alone on the link: the unit of the Sync-SGD pull arrivals."""
+    return trace.param_nbytes * 8 / bandwidth_bps
+
+
 def _warm_cvs(measured: Measurements) -> tuple[Sourced[float], float | None]:
     """The pull and push flow weight cvs of the runs' warm-sharing measurement (pulls leave
     the server's node, pushes go into it)."""
@@ -1071,7 +1076,7 @@ class Predictor:
         arrivals after each release (ValidationPoint); None each otherwise."""
         if arch is not Architecture.PS_SYNC or workers < 2:
             return None, None
-        unit_s = self.trace.param_nbytes * 8 / self.bandwidth_bps  # one whole pull alone
+        unit_s = one_pull_s(self.trace, self.bandwidth_bps)
         per_run = [
             pull_arrivals(*r.pull_arrival_times(), workers, unit_s, r.config.warmup)
             for r in runs
@@ -1338,7 +1343,7 @@ def report_text(report: ValidationReport) -> str:
     lines += ["", COLUMNS_TEXT]
     arrivals = [p for p in report.points if p.measured_pull_arrivals is not None]
     if arrivals:
-        unit_s = report.trace.param_nbytes * 8 / report.bandwidth_bps
+        unit_s = one_pull_s(report.trace, report.bandwidth_bps)
         lines += [
             "",
             f"Sync-SGD: when the first, second, ... of a step's pulls arrived after the server's "

@@ -302,9 +302,6 @@ def _run_campaign(args: argparse.Namespace) -> int:
             {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
             for row in campaign_point_table(report).rows
         ]
-        from profilers.distributed.campaign import repeat_gaps
-
-        measured = [r.measurements for r in report.reports if r.measurements is not None]
         context = {
             "sources": list(report.sources),
             "fit_rate_bps": report.fit_rate_bps,
@@ -312,7 +309,7 @@ def _run_campaign(args: argparse.Namespace) -> int:
             # configurations measured twice: the second mean over the first, less one
             "repeat_gaps": {
                 kind: [{"label": g.label, "gap": g.gap} for g in gaps]
-                for kind, gaps in repeat_gaps(measured).items()
+                for kind, gaps in report.repeat_gaps().items()
             },
         }
         print_json(args, "validate", points, context=context)
