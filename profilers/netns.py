@@ -27,6 +27,7 @@ __all__ = [
     "tbf_burst_nbytes",
     "tbf_options",
     "tbf_segments_gso",
+    "tbf_whole_packets_burst_s",
 ]
 
 _CMD_TIMEOUT_S = 30.0  # one ip/tc command
@@ -93,6 +94,13 @@ def tbf_segments_gso(rate_bps: float, burst_s: float) -> bool:
     the cluster's 1 ms bucket this holds below ~545 Mbit/s.
     """
     return tbf_burst_nbytes(rate_bps, burst_s) < TBF_GSO_PACKET_NBYTES
+
+
+def tbf_whole_packets_burst_s(rate_bps: float, packets: int = 2) -> float:
+    """A bucket of ``packets`` GSO packets (:data:`TBF_GSO_PACKET_NBYTES`) as time at
+    ``rate_bps``: tbf then passes TCP's sends whole, as a real NIC's segmentation offload
+    would, and the shaping costs the ranks no CPU per wire packet."""
+    return packets * TBF_GSO_PACKET_NBYTES * 8 / rate_bps
 
 
 def tbf_options(rate_bps: float, burst_s: float = 100e-6) -> list[str]:

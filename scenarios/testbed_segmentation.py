@@ -35,10 +35,10 @@ from typing import NamedTuple
 
 from profilers.distributed.ring_goodput import RingGoodput, measure_ring_goodput
 from profilers.netns import (
-    TBF_GSO_PACKET_NBYTES,
     check_permitted,
     tbf_burst_nbytes,
     tbf_segments_gso,
+    tbf_whole_packets_burst_s,
 )
 from profilers.netns_cluster import BURST_S
 from simcore.plots import new_figure, save_figure
@@ -58,7 +58,6 @@ NAME = "testbed_segmentation"
 CSV_FILE = f"{NAME}.csv"
 FIGURE_FILE = f"{NAME}.png"
 LAYER_NBYTES = (4 << 20,) * 4  # large layers: the CPU per byte shows, not the messages'
-WHOLE_PACKETS = 2  # the other bucket holds this many GSO packets
 
 
 class RingRow(NamedTuple):
@@ -87,11 +86,6 @@ class RingRow(NamedTuple):
         return statistics.median(self.ring.cpu_s) / statistics.median(self.ring.times_s)
 
 
-def whole_packets_burst_s(rate_bps: float) -> float:
-    """A bucket of WHOLE_PACKETS GSO packets, as time at ``rate_bps``."""
-    return WHOLE_PACKETS * TBF_GSO_PACKET_NBYTES * 8 / rate_bps
-
-
 def measure(
     rates: Sequence[float],
     workers: Sequence[int],
@@ -101,7 +95,7 @@ def measure(
     """Every rate, with the testbed's bucket and with whole packets, every W."""
     rows = []
     for rate in rates:
-        for burst in (BURST_S, whole_packets_burst_s(rate)):
+        for burst in (BURST_S, tbf_whole_packets_burst_s(rate)):
             for w in workers:
                 ring = measure_ring_goodput(
                     LAYER_NBYTES, workers=w, link_rate_bps=rate, repeats=repeats, burst_s=burst
