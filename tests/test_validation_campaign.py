@@ -273,6 +273,25 @@ def test_a_campaign_with_warm_flow_sharing_says_so_and_names_a_file_without_it(
     assert "older.json.gz: flow sharing 'warm': these runs hold no warm-sharing" in err
 
 
+@pytest.mark.slow
+def test_a_campaigns_json_gives_the_sync_points_pull_arrivals(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As one validation's JSON does: where the runs kept spans (check-rounds keeps them for its
+    largest W), the k-th pull's arrival after the release, measured and simulated; null
+    elsewhere."""
+    assert main(["validate", "--from-runs", "check-rounds", "--json", "--quiet"]) == 0
+    points = output(capsys.readouterr().out)["points"]
+    kept = [p for p in points if p["measured_pull_arrivals"] is not None]
+    assert [(p["model"], p["architecture"], p["workers"]) for p in kept] == [
+        ("resnet8-b16", "PS sync, layerwise", 4)
+    ]
+    for key in ("measured_pull_arrivals", "simulated_pull_arrivals"):
+        arrivals = kept[0][key]
+        assert len(arrivals) == 4 and 0 < arrivals[0] and arrivals == sorted(arrivals)
+    assert all(p["simulated_pull_arrivals"] is None for p in points if p not in kept)
+
+
 def test_fit_rate_without_a_campaign_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

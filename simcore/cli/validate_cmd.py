@@ -297,10 +297,17 @@ def _run_campaign(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: not with a campaign (--from-runs {given})")
     report = assess_campaign_with(args)
     if args.json:
-        # A point with one run has no standard error: null, as JSON has no NaN.
+        # A point with one run has no standard error: null, as JSON has no NaN. Sync-SGD
+        # points whose runs kept spans carry their pulls' arrivals, as one validation's do.
         points = [
-            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
-            for row in campaign_point_table(report).rows
+            {
+                **{
+                    k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()
+                },
+                "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
+                "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
+            }
+            for row, (_, p, _) in zip(campaign_point_table(report).rows, report.rows(), strict=True)
         ]
         context = {
             "sources": list(report.sources),
