@@ -103,6 +103,7 @@ def test_a_validation_says_whether_its_testbed_split_gso_packets() -> None:
     assert runs.link_rate_bps == 300e6 and runs.link_burst_s == BURST_S
     text = report_text(assess(runs, ideal=False))
     assert "(tbf's bucket of 36.6 KiB splits TCP's GSO packets" in text
+    assert "Async-SGD workers sharing a core take turns on the link for it" in text
     wide = dataclasses.replace(runs, link_burst_s=4e-3)  # as `--testbed-burst 4ms` records it
     text = report_text(assess(wide, ideal=False))
     assert "links shaped to 300 Mbit/s (tbf's bucket 146 KiB, 4 ms at the rate)" in text

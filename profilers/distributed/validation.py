@@ -1277,8 +1277,10 @@ def report_text(report: ValidationReport) -> str:
         if tbf_segments_gso(rate, burst):
             where += (
                 f" (tbf's bucket of {bucket} splits TCP's GSO packets: every byte costs the "
-                "ranks' CPU an order of magnitude more than a real NIC would; "
-                "scenarios/testbed_segmentation.py)"
+                "ranks' CPU an order of magnitude more than a real NIC would, and at high rates "
+                "Async-SGD workers sharing a core take turns on the link for it, which the "
+                "simulator does not model; scenarios/testbed_segmentation.py, "
+                "scenarios/async_convoy.py)"
             )
         elif burst != BURST_S:
             where += f" (tbf's bucket {bucket}, {burst * 1e3:g} ms at the rate)"
