@@ -288,7 +288,7 @@ def test_a_campaigns_json_gives_the_sync_points_pull_arrivals(
     ]
     for key in ("measured_pull_arrivals", "simulated_pull_arrivals"):
         arrivals = kept[0][key]
-        assert len(arrivals) == 4 and 0 < arrivals[0] and arrivals == sorted(arrivals)
+        assert len(arrivals) == 4 and arrivals[0] > 0 and arrivals == sorted(arrivals)
     assert all(p["simulated_pull_arrivals"] is None for p in points if p not in kept)
 
 
