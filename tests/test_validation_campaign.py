@@ -274,12 +274,13 @@ def test_a_campaign_with_warm_flow_sharing_says_so_and_names_a_file_without_it(
 
 
 @pytest.mark.slow
-def test_a_campaigns_json_gives_the_sync_points_pull_arrivals(
+def test_a_campaigns_json_says_how_each_points_steps_and_transfers_went(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """As one validation's JSON does: where the runs kept spans (check-rounds keeps them for its
-    largest W), the k-th pull's arrival after the release, measured and simulated; null
-    elsewhere."""
+    """As one validation's JSON does, and as the tables show it: the step-time quantiles and
+    each run's and seed's phase pattern of every point, the link's occupancy of Async-SGD with
+    W >= 2, and where the runs kept spans (check-rounds keeps them for its largest W) the k-th
+    Sync-SGD pull's arrival after the release; null where not known."""
     assert main(["validate", "--from-runs", "check-rounds", "--json", "--quiet"]) == 0
     points = output(capsys.readouterr().out)["points"]
     kept = [p for p in points if p["measured_pull_arrivals"] is not None]
@@ -290,6 +291,18 @@ def test_a_campaigns_json_gives_the_sync_points_pull_arrivals(
         arrivals = kept[0][key]
         assert len(arrivals) == 4 and arrivals[0] > 0 and arrivals == sorted(arrivals)
     assert all(p["simulated_pull_arrivals"] is None for p in points if p not in kept)
+    for p in points:
+        for side in ("measured", "simulated"):
+            low, median, high = p[f"{side}_step_s_quantiles"]
+            assert 0 < low <= median <= high
+        assert len(p["measured_phases"]) == 3  # one per run
+        occupancies = [p["measured_occupancy"], p["simulated_occupancy"]]
+        if p["architecture"].startswith("PS async") and p["workers"] >= 2:
+            for occ in occupancies:
+                assert occ["workers"] == p["workers"]
+                assert math.isclose(sum(s["share"] for s in occ["shares"]), 1.0)
+        else:
+            assert occupancies == [None, None]
 
 
 def test_fit_rate_without_a_campaign_is_an_error(

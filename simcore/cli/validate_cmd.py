@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from profilers.distributed.measurements import Measurements
-    from profilers.distributed.validation import ValidationReport
+    from profilers.distributed.validation import ValidationPoint, ValidationReport
+    from simcore.sim.occupancy import LinkOccupancy
 
 ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
 MODEL = "cnn"
@@ -297,15 +298,14 @@ def _run_campaign(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: not with a campaign (--from-runs {given})")
     report = assess_campaign_with(args)
     if args.json:
-        # A point with one run has no standard error: null, as JSON has no NaN. Sync-SGD
-        # points whose runs kept spans carry their pulls' arrivals, as one validation's do.
+        # A point with one run has no standard error: null, as JSON has no NaN. Each point
+        # says how its steps and transfers went, as one validation's JSON does.
         points = [
             {
                 **{
                     k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()
                 },
-                "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
-                "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
+                **_point_details(p),
             }
             for row, (_, p, _) in zip(campaign_point_table(report).rows, report.rows(), strict=True)
         ]
@@ -491,6 +491,33 @@ def _listed(values: tuple[float, ...] | None) -> list[float] | None:
     return None if values is None else list(values)
 
 
+def _quantiles(values: tuple[float, float, float]) -> list[float] | None:
+    """Step-time quantiles (5%, 50%, 95%); null where not known (JSON has no NaN)."""
+    return None if any(math.isnan(v) for v in values) else list(values)
+
+
+def _point_details(p: ValidationPoint) -> dict[str, Any]:
+    """How a point's steps and transfers went, measured and simulated, as its tables show it:
+    step-time quantiles (s), each run's or seed's phase pattern, the Async-SGD link occupancy
+    and the Sync-SGD pull arrivals (null where not known)."""
+    from simcore.sim.occupancy import occupancy_to_dict
+
+    def occupancy(value: LinkOccupancy | None) -> dict[str, Any] | None:
+        return None if value is None else occupancy_to_dict(value)
+
+    return {
+        "measured_step_s_quantiles": _quantiles(p.measured_step_s),
+        "simulated_step_s_quantiles": _quantiles(p.simulated_step_s),
+        "measured_phases": list(p.measured_phases),
+        "simulated_phases": list(p.simulated_phases),
+        "measured_occupancy": occupancy(p.measured_occupancy),
+        "simulated_occupancy": occupancy(p.simulated_occupancy),
+        # Sync-SGD: the k-th pull's arrival after the release, in one pull alone
+        "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
+        "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
+    }
+
+
 def _report_dict(report: ValidationReport) -> dict[str, Any]:
     return {
         "model_name": report.model_name,
@@ -523,9 +550,7 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
                 "compute_slowdown": p.slowdown,
                 # PS workers' CPU per step over the one-worker runs'; null: rings, not recorded
                 "cpu_ratio": None if math.isnan(p.cpu_ratio) else p.cpu_ratio,
-                # Sync-SGD: the k-th pull's arrival after the release, in one pull alone
-                "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
-                "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
+                **_point_details(p),
             }
             for p in report.points
         ],
