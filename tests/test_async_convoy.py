@@ -4,6 +4,7 @@ and what the scenario refuses before any run."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -36,6 +37,31 @@ def test_the_scenario_refuses_bad_options_before_any_run(
         load_scenario("async_convoy").main(argv)
     assert exit_info.value.code == 2
     assert named in capsys.readouterr().err
+
+
+def test_the_finding_blames_the_core_only_when_both_other_hostings_overlap_and_gain() -> None:
+    scenario = load_scenario("async_convoy")
+
+    def row(hosting: str, examples_per_s: float, both: float) -> Any:
+        occupancy = SimpleNamespace(all_pulling=0.3, all_pushing=0.3, both_directions=both)
+        return SimpleNamespace(
+            hosting=hosting, run=SimpleNamespace(examples_per_s=examples_per_s), occupancy=occupancy
+        )
+
+    testbed = row("testbed", 140.0, 0.2)
+    clear = scenario.finding(
+        [testbed, row("whole packets", 200.0, 0.7), row("unpinned", 190.0, 0.6)]
+    )
+    assert "+43% examples/s" in clear and "so the convoy is the workers' shared core" in clear
+    # 5% is within a run's noise: the hosting is not shown to decide the pattern.
+    unclear = scenario.finding(
+        [testbed, row("whole packets", 147.0, 0.7), row("unpinned", 190.0, 0.6)]
+    )
+    assert "here the hosting does not decide the pattern" in unclear
+    same = scenario.finding(
+        [testbed, row("whole packets", 200.0, 0.2), row("unpinned", 190.0, 0.6)]
+    )
+    assert "does not decide" in same  # faster, but not by overlapping the directions
 
 
 def test_each_hosting_gives_its_run_the_links_occupancy_and_the_workers_cpu(
