@@ -36,10 +36,9 @@ from typing import NamedTuple
 
 from profilers.distributed.config import Architecture, RunConfig
 from profilers.distributed.records import RunResult
-from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed
 from profilers.netns import check_permitted, tbf_segments_gso, tbf_whole_packets_burst_s
-from profilers.netns_cluster import BURST_S, emulated_cluster
+from profilers.netns_cluster import BURST_S
 from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
@@ -74,20 +73,12 @@ class HostingRun(NamedTuple):
 def run_hosting(hosting: str, config: RunConfig, rate_bps: float) -> HostingRun:
     """Run ``config`` on the emulated cluster with the link at ``rate_bps``, hosted as named."""
     burst = tbf_whole_packets_burst_s(rate_bps) if hosting == WHOLE_PACKETS else BURST_S
-    testbed = Testbed(rate_bps, burst_s=burst)
-    pinned = hosting != UNPINNED
-    if pinned:
-        run = testbed.run(config)
-    else:  # the testbed's cluster, without its pinning
-        shaped = testbed.shaped_bps(config)
-        with emulated_cluster(config.world_size, shaped, burst_s=burst) as cluster:
-            run = run_distributed(config, cluster=cluster)
+    testbed = Testbed(rate_bps, burst_s=burst, pinned=hosting != UNPINNED)
+    run = testbed.run(config)
     occupancy = run.link_occupancy()
     if occupancy is None:  # the runner keeps its spans; a run without them is a bug here
         raise ConfigError(f"{hosting}: the run kept no transfer spans to read the link from")
-    return HostingRun(
-        hosting, burst, pinned and testbed.server_core(config.architecture), run, occupancy
-    )
+    return HostingRun(hosting, burst, testbed.server_core(config.architecture), run, occupancy)
 
 
 def measure(

@@ -169,6 +169,8 @@ def test_testbed_places_servers_on_a_core_of_their_own_and_shapes_their_links() 
         1.0,
         2.0,
     )
+    free = Bed(100e6, cores=(0, 1), pinned=False)  # every rank on any core
+    assert free.rank_cpus(ps) is None and free.worker_cores(Architecture.PS_SYNC) == 2.0
     one = Bed(None, cores=(3,))
     assert one.rank_cpus(ps) is None and one.worker_cores(Architecture.PS_ASYNC) == 1.0
     assert one.shaped_bps(ps) is None  # loopback

@@ -39,17 +39,19 @@ class Testbed:
     With two or more cores the parameter servers get the first core and the workers share the
     others, so that a server is a machine of its own as far as the workers' computation goes
     (as in the simulator, which charges no server CPU to the workers); ring AllReduce workers
-    share all cores.
+    share all cores. ``pinned=False`` leaves every rank free to run on any core (the servers'
+    and the workers' transfers then spread their CPU work over all of them).
     """
 
     link_rate_bps: float | None = None
     cores: tuple[int, ...] = field(default_factory=lambda: available_cores())
     worker_rate_bps: float | None = None  # also shape each PS worker's link (its NIC) to this
     burst_s: float = BURST_S  # each shaped link's tbf bucket, as time at its rate
+    pinned: bool = True  # servers on the first core, workers on the others (see above)
 
     def server_core(self, arch: Architecture) -> bool:
         """Whether the servers of ``arch`` get the first core to themselves."""
-        return arch.uses_servers and len(self.cores) >= 2
+        return self.pinned and arch.uses_servers and len(self.cores) >= 2
 
     def rank_cpus(self, config: RunConfig) -> list[set[int]] | None:
         """The cores of each rank, servers first; None: no pinning."""
