@@ -227,8 +227,8 @@ def table(
             Column("measured_ms", "measured cycle ms", "{:.0f}"),
             Column("lock_step_ms", "lock-step ms", "{:.0f}"),
             Column("pipelined_ms", "pipelined ms", "{:.0f}"),
-            Column("ps_ms", "sim, shares ms", "{:.0f}"),
-            Column("ps_err", "err%", "{:+.1f}"),
+            Column("shares_ms", "sim, shares ms", "{:.0f}"),
+            Column("shares_err", "err%", "{:+.1f}"),
             Column("interference_ms", "sim, + interference ms", "{:.0f}"),
             Column("interference_err", "err%", "{:+.1f}"),
             Column("interference_ci_ms", "95% CI ms"),
@@ -241,7 +241,7 @@ def table(
         ],
     )
     for p in points:
-        ps, inter = p.simulated[SHARES], p.simulated[INTERFERENCE]
+        shares, inter = p.simulated[SHARES], p.simulated[INTERFERENCE]
         occ = inter.occupancy
         low, high = inter.cycle_s.ci_low, inter.cycle_s.ci_high
         out.add(
@@ -249,8 +249,8 @@ def table(
             measured_ms=1e3 * p.cycle_s,
             lock_step_ms=1e3 * lock_step_s(p.workers, alone_s, args.busy_s),
             pipelined_ms=1e3 * pipelined_s(p.workers, alone_s, args.busy_s),
-            ps_ms=1e3 * ps.cycle_s.value,
-            ps_err=_error(ps, p),
+            shares_ms=1e3 * shares.cycle_s.value,
+            shares_err=_error(shares, p),
             interference_ms=1e3 * inter.cycle_s.value,
             interference_err=_error(inter, p),
             interference_ci_ms="-"

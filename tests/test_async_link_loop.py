@@ -102,7 +102,7 @@ def test_the_loop_runs_on_the_testbed_and_is_set_beside_the_simulators(
         # no schedule beats the pipeline; lock-step is what equal sharing could at worst do
         assert measured >= 0.95 * float(row["pipelined_ms"])
         assert float(row["lock_step_ms"]) >= float(row["pipelined_ms"])
-        assert float(row["interference_ms"]) > 0 and float(row["ps_ms"]) > 0
+        assert float(row["interference_ms"]) > 0 and float(row["shares_ms"]) > 0
         shares = [float(row[k]) for k in ("measured_both", "measured_all_pulling")]
         assert all(0.0 <= s <= 1.0 for s in shares)
     assert float(rows[1]["measured_ms"]) > 0.9 * alone
