@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from profilers.distributed.config import Architecture
 from profilers.distributed.link_interference import TESTBED_INTERFERENCE
@@ -60,7 +60,14 @@ from simcore.report.scenario import (
 )
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, simulate
-from simcore.sim.occupancy import PULL, LinkOccupancy, timeline_occupancy
+from simcore.sim.occupancy import (
+    PULL,
+    PUSH,
+    LinkOccupancy,
+    TransferInterval,
+    timeline_intervals,
+    timeline_occupancy,
+)
 from simcore.sim.rate_link import interfered_capacity
 from simcore.sim.results import Estimate
 from simcore.trace.build import synthetic_trace
@@ -87,6 +94,7 @@ SHOWN_STATE_SHARE = 0.03
 class Simulated(NamedTuple):
     cycle_s: Estimate
     occupancy: LinkOccupancy
+    intervals: tuple[TransferInterval, ...]  # the first seed's, after the warm-up
 
 
 class LoopPoint(NamedTuple):
@@ -152,7 +160,8 @@ def simulate_loop(
     occupancy = None if timeline is None else timeline_occupancy(timeline, workers, SIM_WARMUP)
     if occupancy is None:  # every simulated step moves bytes: a bug if none reached the link
         raise ConfigError(f"simulated loop of {workers} workers: no transfer on the link")
-    return Simulated(estimate, occupancy)
+    assert timeline is not None  # the occupancy came from it
+    return Simulated(estimate, occupancy, tuple(timeline_intervals(timeline, SIM_WARMUP)))
 
 
 def measured_link(args: argparse.Namespace, say: Callable[[str], None] | None) -> Link:
@@ -308,11 +317,17 @@ def _error(simulated: Simulated, point: LoopPoint) -> float:
 
 
 def plot(
-    points: Sequence[LoopPoint], alone_s: float, busy_s: float, title: str, out: ScenarioOutput
+    points: Sequence[LoopPoint],
+    alone_s: float,
+    busy_s: float,
+    warmup: int,
+    title: str,
+    out: ScenarioOutput,
 ) -> None:
-    """Left: the cycle against W, measured, simulated and the two bounds; right: the share of
-    time both directions of the link were busy."""
-    fig, (cycle_ax, occ_ax) = new_figure(1, 2, size=(9.0, 3.8))
+    """Top left: the cycle against W, measured, simulated and the two bounds; top right: the
+    share of time both directions of the link were busy; below: two workers' transfers over
+    six measured cycles after the warm-up, measured and simulated."""
+    fig, ((cycle_ax, occ_ax), (real_ax, sim_ax)) = new_figure(2, 2, size=(9.0, 7.0))
     ws = [p.workers for p in points]
     cycle_ax.plot(
         ws,
@@ -365,9 +380,38 @@ def plot(
     occ_ax.legend(fontsize=7, loc="upper center", ncol=2)
     for ax in (cycle_ax, occ_ax):
         ax.grid(axis="y", alpha=0.3)
+    pair = points[1]  # W = 2: where the simulator misses most
+    span = 6 * pair.cycle_s
+    start, _ = pair.loop.window(warmup)
+    _draw_transfers(real_ax, pair.loop.intervals, start, span, "measured, 2 workers")
+    simulated = pair.simulated[INTERFERENCE].intervals
+    sim_start = min(i.start_s for i in simulated)
+    _draw_transfers(sim_ax, simulated, sim_start, span, "simulated, 2 workers")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_figure(fig, out.path(FIGURE_FILE), overwrite=out.force)
+
+
+def _draw_transfers(
+    ax: Any, intervals: Sequence[TransferInterval], start_s: float, span_s: float, label: str
+) -> None:
+    """One row per worker: its pulls and pushes from ``start_s`` for ``span_s``, in ms."""
+    workers = 1 + max(i.worker for i in intervals)
+    for direction, color in ((PULL, "tab:blue"), (PUSH, "tab:red")):
+        for worker in range(workers):
+            bars = [
+                (1e3 * (i.start_s - start_s), 1e3 * (i.end_s - i.start_s))
+                for i in intervals
+                if i.worker == worker
+                and i.direction == direction
+                and i.end_s > start_s
+                and i.start_s < start_s + span_s
+            ]
+            ax.broken_barh(bars, (worker - 0.35, 0.7), color=color, alpha=0.8)
+    ax.set_xlim(0, 1e3 * span_s)
+    ax.set_yticks(range(workers), [f"worker {w + 1}" for w in range(workers)], fontsize=8)
+    ax.set_xlabel("ms")
+    ax.set_title(f"{label}: pulls (blue), pushes (red)", fontsize=8)
 
 
 def _below(estimate: Estimate) -> float:
@@ -469,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{format_bytes(args.nbytes)} each way, {1e3 * args.busy_s:g} ms busy, "
             f"link shaped to {format_bandwidth(args.rate_bps)}"
         )
-        plot(points, alone_s, args.busy_s, title, out)
+        plot(points, alone_s, args.busy_s, args.warmup, title, out)
         print("\n" + finding(points))
         print(out.summary())
 
