@@ -9,10 +9,12 @@ Question
     (README, "Checking predictions against real runs").
 
 Setup
-    The loop of ``profilers.distributed.transfer_loop`` on the emulated cluster (the server's
-    link shaped to ``--rate`` as the validations' testbed shapes it, server and workers pinned
-    apart), for 1 to ``--workers`` workers, ``--nbytes`` each way per step (default 2.48 MB,
-    the cnn's parameters), ``--busy`` of spinning between a pull and a push. The link is first
+    The Async-SGD probe of ``profilers.distributed.async_probe`` with a one-layer step: each
+    worker pulls ``--nbytes`` (default 2.48 MB, the cnn's parameters), spends ``--busy`` of
+    CPU, and pushes ``--nbytes`` back, while the server sends a worker's next pull as soon as
+    its push has arrived; on the emulated cluster (the server's link shaped to ``--rate`` as
+    the validations' testbed shapes it, server and workers pinned apart), for 1 to
+    ``--workers`` workers. The link is first
     measured as a validation measures it (``profilers.link_sharing``: one flow's goodput and
     how unequally each direction's flows share it, unless ``--flow-weight-cv`` sets that); the
     simulator replays the loop as a one-layer Async-SGD trace on that link, the workers sharing
@@ -37,18 +39,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from profilers.distributed.async_probe import AsyncProbe, measure_async_probe
 from profilers.distributed.config import Architecture
 from profilers.distributed.link_interference import TESTBED_INTERFERENCE
 from profilers.distributed.testbed import Testbed, available_cores
-from profilers.distributed.transfer_loop import (
-    StateShares,
-    TransferLoop,
-    measure_transfer_loop,
-    state_shares,
-)
 from profilers.link_sharing import measure_link_sharing
 from profilers.netns import check_permitted
-from profilers.netns_cluster import BURST_S, emulated_cluster
+from profilers.netns_cluster import BURST_S
 from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
@@ -70,6 +67,7 @@ from simcore.sim.occupancy import (
 )
 from simcore.sim.rate_link import interfered_capacity
 from simcore.sim.results import Estimate
+from simcore.sim.state_shares import StateShares, state_shares
 from simcore.trace.build import synthetic_trace
 from simcore.units import (
     format_bandwidth,
@@ -101,7 +99,7 @@ class LoopPoint(NamedTuple):
     """One worker count: the measured loop and the simulated ones."""
 
     workers: int
-    loop: TransferLoop
+    probe: AsyncProbe
     cycle_s: float
     occupancy: LinkOccupancy
     simulated: dict[str, Simulated]
@@ -189,20 +187,27 @@ def measure(
     link = measured_link(args, say)
     worker_cores = Testbed(cores=available_cores()).worker_cores(Architecture.PS_ASYNC)
     points = []
+    half = args.busy_s / 2  # the busy time as a one-layer step's forward and backward pass
     for workers in range(1, args.workers + 1):
-        with emulated_cluster(workers + 1, {0: args.rate_bps}, burst_s=BURST_S) as cluster:
-            loop = measure_transfer_loop(
-                workers, nbytes=args.nbytes, steps=args.steps, busy_s=args.busy_s, cluster=cluster
-            )
+        probe = measure_async_probe(
+            [args.nbytes],
+            [half],
+            [half],
+            layerwise=False,
+            workers=workers,
+            burn=True,
+            link_rate_bps=args.rate_bps,
+            steps=args.steps - args.warmup,
+            warmup=args.warmup,
+        )
         simulated = {
             sharing: simulate_loop(
-                workers, loop.nbytes, args.busy_s, link, worker_cores, sharing, args.seeds
+                workers, args.nbytes, args.busy_s, link, worker_cores, sharing, args.seeds
             )
             for sharing in SHARINGS
         }
-        point = LoopPoint(
-            workers, loop, loop.cycle_s(args.warmup), loop.occupancy(args.warmup), simulated
-        )
+        cycle = workers / probe.steps_per_s()
+        point = LoopPoint(workers, probe, cycle, probe.occupancy(), simulated)
         points.append(point)
         if say is not None:
             say(
@@ -320,7 +325,6 @@ def plot(
     points: Sequence[LoopPoint],
     alone_s: float,
     busy_s: float,
-    warmup: int,
     title: str,
     out: ScenarioOutput,
 ) -> None:
@@ -382,8 +386,8 @@ def plot(
         ax.grid(axis="y", alpha=0.3)
     pair = points[1]  # W = 2: where the simulator misses most
     span = 6 * pair.cycle_s
-    start, _ = pair.loop.window(warmup)
-    _draw_transfers(real_ax, pair.loop.intervals, start, span, "measured, 2 workers")
+    start, _ = pair.probe.window()
+    _draw_transfers(real_ax, pair.probe.transfers, start, span, "measured, 2 workers")
     simulated = pair.simulated[INTERFERENCE].intervals
     sim_start = min(i.start_s for i in simulated)
     _draw_transfers(sim_ax, simulated, sim_start, span, "simulated, 2 workers")
@@ -502,18 +506,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_permitted(NAME)
         out = ScenarioOutput(args.out, [CSV_FILE, STATES_CSV_FILE, FIGURE_FILE], force=args.force)
         link, points = measure(args, progress_printer(args))
-        alone_s = points[0].loop.transfer_s(args.warmup)  # one worker: its transfers alone
+        alone_s = points[0].probe.transfer_s()  # one worker: its transfers alone
         result = table(points, link, alone_s, args)
         print(result.text())
         out.write_csv(CSV_FILE, result)
-        shares = states_table(state_shares([p.loop for p in points], alone_s, args.warmup))
+        runs = [(p.probe.transfers, *p.probe.window()) for p in points]
+        shares = states_table(state_shares(runs, alone_s))
         print("\n" + shares.text())
         out.write_csv(STATES_CSV_FILE, shares)
         title = (
             f"{format_bytes(args.nbytes)} each way, {1e3 * args.busy_s:g} ms busy, "
             f"link shaped to {format_bandwidth(args.rate_bps)}"
         )
-        plot(points, alone_s, args.busy_s, args.warmup, title, out)
+        plot(points, alone_s, args.busy_s, title, out)
         print("\n" + finding(points))
         print(out.summary())
 

@@ -24,6 +24,7 @@ from profilers.distributed.async_probe import (
 )
 from profilers.distributed.testbed import available_cores
 from simcore.errors import ConfigError
+from simcore.sim.occupancy import PULL, PUSH, TransferInterval
 from simcore.trace.build import synthetic_trace
 
 
@@ -80,6 +81,30 @@ def test_a_probe_round_trips_and_a_damaged_one_is_named() -> None:
     data["step_times"] = data["step_times"][:2]  # three workers, two workers' steps
     with pytest.raises(ConfigError, match=r"async_probe: needs workers >= 1"):
         probe_from_dict(data)
+
+
+def test_a_probes_transfers_round_trip_and_give_the_links_occupancy() -> None:
+    # Two workers in anti-phase over steps of 1 s: each pulls for 0.5 s while the other pushes.
+    transfers = tuple(
+        interval
+        for worker in (0, 1)
+        for n in range(4)
+        for interval in (
+            TransferInterval(worker, PULL, n + worker / 2, n + worker / 2 + 0.5),
+            TransferInterval(worker, PUSH, n + worker / 2 + 0.5, n + worker / 2 + 1.0),
+        )
+    )
+    times = tuple(tuple((n + w / 2, n + w / 2 + 1.0) for n in range(4)) for w in (0, 1))
+    probe = AsyncProbe(2, (4000,), (0.0,), (0.0,), False, 1e8, times, True, transfers)
+    assert probe_from_dict(json.loads(json.dumps(probe_to_dict(probe)))) == probe
+    assert probe.transfer_s() == pytest.approx(0.5)
+    assert probe.occupancy().both_directions == pytest.approx(1.0)  # within the window 0.5-4
+    data = probe_to_dict(probe)
+    data["transfers"][1][0][1] = -1.0  # a pull that ends before it starts
+    with pytest.raises(ConfigError, match=r"p\.json: async_probe: interval ends"):
+        probe_from_dict(data, "p.json")
+    with pytest.raises(ConfigError, match="no transfers kept"):
+        staggered(2).occupancy()  # saved before probes kept their transfers
 
 
 def test_the_rate_counts_the_steps_that_end_while_every_worker_is_timed() -> None:
@@ -160,6 +185,17 @@ def test_two_workers_on_loopback_time_every_step(layerwise: bool) -> None:
             assert end - start >= 0.006  # every step sleeps its computation at least
             assert next_start >= end  # a worker's steps follow one another
     assert probe.steps_per_s() > 0
+    # every step's pull and push, each worker's in order: a push leaves once its pull has
+    # arrived and the step has computed, and the server sends the next pull after the push
+    for worker in range(2):
+        mine = [i for i in probe.transfers if i.worker == worker]
+        assert [i.direction for i in mine] == ["pull", "push"] * 6
+        for pull, push, next_pull in zip(mine[::2], mine[1::2], mine[2::2], strict=False):
+            assert push.start_s >= pull.end_s
+            assert next_pull.start_s >= push.end_s
+    occupancy = probe.occupancy()
+    assert occupancy.workers == 2 and occupancy.span_s > 0
+    assert probe_from_dict(json.loads(json.dumps(probe_to_dict(probe)))) == probe
 
 
 @pytest.mark.slow

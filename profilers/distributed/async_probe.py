@@ -37,6 +37,7 @@ from profilers.distributed.spawn import join_gloo_group, run_rank_processes
 from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import BURST_S, EmulatedCluster, emulated_cluster
 from simcore.errors import ConfigError, SgdsimError
+from simcore.sim.occupancy import PULL, PUSH, LinkOccupancy, TransferInterval, link_occupancy
 from simcore.sim.phases import offsets_within
 from simcore.trace.build import synthetic_trace
 from simcore.trace.model import OpKind, Resource, Trace
@@ -137,7 +138,10 @@ class AsyncProbe:
     """``workers`` Async-SGD workers' bare steps over a link (see the module).
 
     ``step_times``: per worker, the (start, end) of each step after warm-up, in seconds from
-    the first of them (one clock shared by the ranks).
+    the first of them (one clock shared by the ranks). ``transfers``: each step's pull (from
+    the server's send to the worker's receipt of its last layer) and push (from the worker's
+    first send to the server's receipt of its last gradient) on the same clock, in step order
+    per worker, pull before push (empty in probes saved before they were kept).
     """
 
     workers: int
@@ -150,6 +154,7 @@ class AsyncProbe:
     # The computation burnt as CPU work (the worker thread's CPU time) rather than slept: the
     # workers then compete for their cores with each other and with their transfers.
     burn: bool = False
+    transfers: tuple[TransferInterval, ...] = ()
 
     @property
     def step(self) -> ProbeStep:
@@ -177,6 +182,21 @@ class AsyncProbe:
             raise ConfigError("async probe: the workers' timed steps do not overlap")
         ended = sum(1 for steps in self.step_times for _, e in steps if start < e <= end)
         return ended / (end - start)
+
+    def occupancy(self) -> LinkOccupancy:
+        """How the server's link was occupied within :meth:`window` (transfers cut to it).
+        ConfigError when the probe kept no transfers (one read back from JSON)."""
+        return link_occupancy(self._transfers(), self.workers, *self.window())
+
+    def transfer_s(self) -> float:
+        """The median time a pull or push was in flight (with one worker: alone on its
+        direction of the link)."""
+        return statistics.median(i.end_s - i.start_s for i in self._transfers())
+
+    def _transfers(self) -> tuple[TransferInterval, ...]:
+        if not self.transfers:
+            raise ConfigError("async probe: no transfers kept (saved before probes kept them)")
+        return self.transfers
 
     def phases(self) -> tuple[float, ...]:
         """Where each other worker's step starts fall within worker 0's steps (0: together,
@@ -217,15 +237,43 @@ def async_probe_text(probe: AsyncProbe) -> str:
 
 
 def probe_to_dict(probe: AsyncProbe) -> dict[str, Any]:
-    return {
-        "workers": probe.workers,
-        "layer_nbytes": list(probe.layer_nbytes),
-        "forward_s": list(probe.forward_s),
-        "backward_s": list(probe.backward_s),
-        "layerwise": probe.layerwise,
-        "link_rate_bps": probe.link_rate_bps,
-        "step_times": [[[s, e] for s, e in steps] for steps in probe.step_times],
-    } | ({"burn": True} if probe.burn else {})
+    return (
+        {
+            "workers": probe.workers,
+            "layer_nbytes": list(probe.layer_nbytes),
+            "forward_s": list(probe.forward_s),
+            "backward_s": list(probe.backward_s),
+            "layerwise": probe.layerwise,
+            "link_rate_bps": probe.link_rate_bps,
+            "step_times": [[[s, e] for s, e in steps] for steps in probe.step_times],
+        }
+        | ({"burn": True} if probe.burn else {})
+        | _transfers_to_dict(probe)
+    )
+
+
+def _transfers_to_dict(probe: AsyncProbe) -> dict[str, Any]:
+    """Per worker, each step's [pull start, pull end, push start, push end]."""
+    if not probe.transfers:
+        return {}
+    steps: list[list[list[float]]] = [[] for _ in range(probe.workers)]
+    pulls = [i for i in probe.transfers if i.direction == PULL]
+    pushes = [i for i in probe.transfers if i.direction == PUSH]
+    for pull, push in zip(pulls, pushes, strict=True):
+        steps[pull.worker].append([pull.start_s, pull.end_s, push.start_s, push.end_s])
+    return {"transfers": steps}
+
+
+def _transfers_from_dict(raw: Any) -> tuple[TransferInterval, ...]:
+    return tuple(
+        interval
+        for worker, steps in enumerate(raw)
+        for pull_start, pull_end, push_start, push_end in steps
+        for interval in (
+            TransferInterval(worker, PULL, float(pull_start), float(pull_end)),
+            TransferInterval(worker, PUSH, float(push_start), float(push_end)),
+        )
+    )
 
 
 def probe_from_dict(data: Any, source: str = "<memory>", key: str = "async_probe") -> AsyncProbe:
@@ -242,6 +290,7 @@ def probe_from_dict(data: Any, source: str = "<memory>", key: str = "async_probe
             None if rate is None else float(rate),
             tuple(tuple((float(s), float(e)) for s, e in steps) for steps in data["step_times"]),
             bool(data.get("burn", False)),
+            _transfers_from_dict(data.get("transfers", ())),
         )
     except KeyError as err:
         raise ConfigError(f"{source}: {key}: missing field {err}") from None
@@ -256,10 +305,12 @@ def probe_from_dict(data: Any, source: str = "<memory>", key: str = "async_probe
         or len(probe.step_times) != probe.workers
         or any(len(steps) < 2 for steps in probe.step_times)
         or any(e < s for steps in probe.step_times for s, e in steps)
+        or any(i.worker >= probe.workers for i in probe.transfers)
     ):
         raise ConfigError(
-            f"{source}: {key}: needs workers >= 1, a forward and a backward time per layer, and "
-            f"each worker's steps (at least two, each ending after it starts)"
+            f"{source}: {key}: needs workers >= 1, a forward and a backward time per layer, "
+            f"each worker's steps (at least two, each ending after it starts) and transfers of "
+            f"no more workers than that"
         )
     return probe
 
@@ -343,11 +394,20 @@ def measure_async_probe(
             per_rank = _run(args, cluster, timeout_s)
     timed = [times[warmup:] for times in per_rank[1:]]
     origin = min(steps[0][0] for steps in timed)
-    rel = tuple(
-        tuple((round(s - origin, _DECIMALS), round(e - origin, _DECIMALS)) for s, e in steps)
-        for steps in timed
+
+    def rel(t: float) -> float:
+        return round(t - origin, _DECIMALS)
+
+    step_times = tuple(tuple((rel(s), rel(e)) for s, e, _, _ in mine) for mine in timed)
+    transfers = []
+    for worker, mine in enumerate(timed):
+        served = per_rank[0][worker + 1][warmup:]  # (sends posted, last gradient arrived)
+        for (_, _, pulled, pushing), (posted, arrived) in zip(mine, served, strict=True):
+            transfers.append(TransferInterval(worker, PULL, rel(posted), rel(pulled)))
+            transfers.append(TransferInterval(worker, PUSH, rel(pushing), rel(arrived)))
+    return AsyncProbe(
+        workers, sizes, fwd, bwd, layerwise, link_rate_bps, step_times, burn, tuple(transfers)
     )
-    return AsyncProbe(workers, sizes, fwd, bwd, layerwise, link_rate_bps, rel, burn)
 
 
 def _run(
@@ -376,11 +436,11 @@ def _rank_main(
         dist = join_gloo_group(rank, workers + 1, init, timeout_s, cluster, cpus)
         import torch
 
-        if rank == 0:
+        times: Any = (
             _serve(dist, torch, workers, sizes, steps)
-            times: list[tuple[float, float]] = []
-        else:
-            times = _work(dist, torch, sizes, forward_s, backward_s, layerwise, burn, steps)
+            if rank == 0
+            else _work(dist, torch, sizes, forward_s, backward_s, layerwise, burn, steps)
+        )
         dist.barrier()
         dist.destroy_process_group()
         results.put(("times", rank, times))
@@ -389,19 +449,27 @@ def _rank_main(
         raise SystemExit(1) from err
 
 
-def _serve(dist: Any, torch: Any, workers: int, sizes: tuple[int, ...], steps: int) -> None:
+def _serve(
+    dist: Any, torch: Any, workers: int, sizes: tuple[int, ...], steps: int
+) -> dict[int, list[tuple[float, float]]]:
     """The server: a thread per worker sending the layers and receiving their gradients, as
-    ``profilers.distributed.server`` does without the copies and updates."""
+    ``profilers.distributed.server`` does without the copies and updates. Per worker rank, for
+    each step when the sends were posted and when the last gradient had arrived."""
     errors: list[BaseException] = []
+    spans: dict[int, list[tuple[float, float]]] = {w + 1: [] for w in range(workers)}
 
     def serve(peer: int) -> None:
         try:
             params = [torch.ones(n // 4) for n in sizes]
             grads = [torch.empty(n // 4) for n in sizes]
             for _ in range(steps):
+                posted = time.perf_counter()
                 sends = [dist.isend(p, dst=peer, tag=i) for i, p in enumerate(params)]
                 recvs = [dist.irecv(grads[i], src=peer, tag=i) for i in reversed(range(len(sizes)))]
-                for work in recvs + sends:
+                for work in recvs:
+                    work.wait()
+                spans[peer].append((posted, time.perf_counter()))
+                for work in sends:
                     work.wait()
         except BaseException as err:  # reported by the main thread
             errors.append(err)
@@ -413,6 +481,7 @@ def _serve(dist: Any, torch: Any, workers: int, sizes: tuple[int, ...], steps: i
         thread.join()
     if errors:
         raise RuntimeError(f"serving a worker: {errors[0]}")
+    return spans
 
 
 def _work(
@@ -424,38 +493,44 @@ def _work(
     layerwise: bool,
     burn: bool,
     steps: int,
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float, float, float]]:
     """A worker: pull every layer, compute forward and backward (sleep, or ``burn`` the CPU),
     push every layer's gradient, last layer first; layerwise, each layer's forward waits only
     for its own pull and each gradient is pushed as its backward ends, as the runner's workers
-    do. Returns the (start, end) of each step."""
+    do. Returns, for each step, its start and end, when the last layer's pull had arrived and
+    when the first gradient was sent."""
     spend: _Burner | _Sleeper = _Burner() if burn else _Sleeper()
     params = [torch.empty(n // 4) for n in sizes]
     grads = [torch.ones(n // 4) for n in sizes]
     order = list(reversed(range(len(sizes))))
-    times: list[tuple[float, float]] = []
+    times: list[tuple[float, float, float, float]] = []
     for _ in range(steps):
         start = time.perf_counter()
         pulls = [dist.irecv(p, src=0, tag=i) for i, p in enumerate(params)]
         if not layerwise:
             for work in pulls:
                 work.wait()  # once only: a second wait on a gloo receive waits for another
+            pulled = time.perf_counter()
         spend.resume()
         for i, work in enumerate(pulls):
             if layerwise:
                 work.wait()
+                pulled = time.perf_counter()  # the last layer's counts
                 spend.resume()
             spend(forward_s[i])
-        pushes = []
+        pushes: list[Any] = []
+        pushing = math.nan
         for i in order:
             spend(backward_s[i])
             if layerwise:
+                pushing = time.perf_counter() if not pushes else pushing
                 pushes.append(dist.isend(grads[i], dst=0, tag=i))
         if not layerwise:
+            pushing = time.perf_counter()
             pushes = [dist.isend(grads[i], dst=0, tag=i) for i in order]
         for work in pushes:
             work.wait()
-        times.append((start, time.perf_counter()))
+        times.append((start, time.perf_counter(), pulled, pushing))
     return times
 
 
