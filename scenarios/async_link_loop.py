@@ -39,7 +39,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from profilers.distributed.async_probe import AsyncProbe, measure_async_probe
+from profilers.distributed.async_probe import (
+    AsyncProbe,
+    ProbeStep,
+    measure_async_probe,
+    probe_trace,
+)
 from profilers.distributed.config import Architecture
 from profilers.distributed.link_interference import TESTBED_INTERFERENCE
 from profilers.distributed.testbed import Testbed, available_cores
@@ -68,7 +73,6 @@ from simcore.sim.occupancy import (
 from simcore.sim.rate_link import interfered_capacity
 from simcore.sim.results import Estimate
 from simcore.sim.state_shares import StateShares, state_shares
-from simcore.trace.build import synthetic_trace
 from simcore.units import (
     format_bandwidth,
     format_bytes,
@@ -117,17 +121,16 @@ class Link(NamedTuple):
 
 def simulate_loop(
     workers: int,
-    nbytes: int,
-    busy_s: float,
+    step: ProbeStep,
     link: Link,
     worker_cores: float,
     sharing: str,
     seeds: int,
 ) -> Simulated:
-    """The loop in the simulator: a one-layer trace whose forward and backward pass spin
-    ``busy_s`` between, the workers sharing ``worker_cores``, the server's link as ``link``
-    says, with the testbed's interference between its directions if ``sharing`` says so."""
-    trace = synthetic_trace([busy_s / 2], [busy_s / 2], [nbytes], overlap=False, model_name="loop")
+    """The probe's bare ``step`` in the simulator (``probe_trace``, strict phases), the
+    workers sharing ``worker_cores``, the server's link as ``link`` says, with the testbed's
+    interference between its directions if ``sharing`` says so."""
+    trace = probe_trace(step, layerwise=False)
     config = SimulationConfig(
         workers=workers,
         bandwidth_bps=link.goodput_bps,
@@ -201,9 +204,7 @@ def measure(
             warmup=args.warmup,
         )
         simulated = {
-            sharing: simulate_loop(
-                workers, args.nbytes, args.busy_s, link, worker_cores, sharing, args.seeds
-            )
+            sharing: simulate_loop(workers, probe.step, link, worker_cores, sharing, args.seeds)
             for sharing in SHARINGS
         }
         cycle = workers / probe.steps_per_s()

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from profilers.distributed.async_probe import ProbeStep
+
 from scenario_support import (
     assert_finding_and_files,
     assert_second_run_refused,
@@ -55,8 +57,9 @@ def test_the_simulated_loop_without_spread_is_lock_step() -> None:
     # part: the pulls share the downlink, the pushes the uplink, and two workers spinning 5 ms
     # each on one core take 10 ms.
     link = scenario.Link(80e6, 0.0, 0.0, "test")
-    one = scenario.simulate_loop(1, 1_000_000, 0.005, link, 1.0, scenario.SHARES, 2)
-    two = scenario.simulate_loop(2, 1_000_000, 0.005, link, 1.0, scenario.SHARES, 2)
+    step = ProbeStep((1_000_000,), (0.0025,), (0.0025,))
+    one = scenario.simulate_loop(1, step, link, 1.0, scenario.SHARES, 2)
+    two = scenario.simulate_loop(2, step, link, 1.0, scenario.SHARES, 2)
     assert one.cycle_s.value == pytest.approx(0.205, rel=1e-6)
     assert two.cycle_s.value == pytest.approx(0.410, rel=1e-6)
     assert two.occupancy.both_directions == pytest.approx(0.0, abs=1e-9)

@@ -523,7 +523,8 @@ def _work(
         for i in order:
             spend(backward_s[i])
             if layerwise:
-                pushing = time.perf_counter() if not pushes else pushing
+                if not pushes:  # the step's first gradient
+                    pushing = time.perf_counter()
                 pushes.append(dist.isend(grads[i], dst=0, tag=i))
         if not layerwise:
             pushing = time.perf_counter()

@@ -30,6 +30,7 @@ __all__ = [
     "LinkOccupancy",
     "TransferInterval",
     "link_occupancy",
+    "link_stretches",
     "occupancy_from_dict",
     "occupancy_text",
     "occupancy_to_dict",
@@ -105,13 +106,33 @@ def link_occupancy(
     """
     if workers < 1:
         raise ValueError(f"workers: must be >= 1, got {workers}")
+    stretches = link_stretches(intervals, start_s, end_s)
+    if not stretches:
+        return LinkOccupancy(workers, 0.0, ())
+    lo, hi = stretches[0][0], stretches[-1][1]
+    time_in: dict[tuple[int, int], float] = {}
+    for a, b, pulling, pushing in stretches:
+        key = (pulling, pushing)
+        time_in[key] = time_in.get(key, 0.0) + (b - a)
+    span = hi - lo
+    shares = tuple((i, j, t / span) for (i, j), t in sorted(time_in.items()) if t / span > 0.0)
+    return LinkOccupancy(workers, span, shares)
+
+
+def link_stretches(
+    intervals: Iterable[TransferInterval], start_s: float | None = None, end_s: float | None = None
+) -> list[tuple[float, float, int, int]]:
+    """The link's state over time: consecutive stretches ``(from_s, to_s, pulling, pushing)``
+    between ``start_s`` and ``end_s`` (default: the first interval's start and the last one's
+    end; intervals are clipped to it), each with how many workers pulled and pushed in it.
+    Empty when no interval reaches that span."""
     merged = _merged(intervals)
     if not merged:
-        return LinkOccupancy(workers, 0.0, ())
+        return []
     lo = min(a for _, _, a, _ in merged) if start_s is None else start_s
     hi = max(b for _, _, _, b in merged) if end_s is None else end_s
     if not hi > lo:
-        return LinkOccupancy(workers, 0.0, ())
+        return []
     events: list[tuple[float, int, int]] = []  # (time, +-1 pulling, +-1 pushing)
     for _, direction, a, b in merged:
         a, b = max(a, lo), min(b, hi)
@@ -121,21 +142,18 @@ def link_occupancy(
         events.append((a, int(pull), int(not pull)))
         events.append((b, -int(pull), -int(not pull)))
     events.sort()
-    time_in: dict[tuple[int, int], float] = {}
+    out: list[tuple[float, float, int, int]] = []
     pulling = pushing = 0
     last = lo
     for t, d_pull, d_push in events:
         if t > last:
-            key = (pulling, pushing)
-            time_in[key] = time_in.get(key, 0.0) + (t - last)
+            out.append((last, t, pulling, pushing))
             last = t
         pulling += d_pull
         pushing += d_push
     if hi > last:
-        time_in[(0, 0)] = time_in.get((0, 0), 0.0) + (hi - last)
-    span = hi - lo
-    shares = tuple((i, j, t / span) for (i, j), t in sorted(time_in.items()) if t / span > 0.0)
-    return LinkOccupancy(workers, span, shares)
+        out.append((last, hi, 0, 0))
+    return out
 
 
 def pooled_occupancy(occupancies: Iterable[LinkOccupancy]) -> LinkOccupancy | None:

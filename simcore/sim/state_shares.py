@@ -13,14 +13,13 @@ directions) say whether the model gets the rates right; the transfers' scatter a
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from simcore.errors import ConfigError
-from simcore.sim.occupancy import PULL, PUSH, TransferInterval
+from simcore.sim.occupancy import TransferInterval, link_stretches
 
 __all__ = ["State", "StateShares", "state_shares"]
 
@@ -49,13 +48,7 @@ def state_shares(
         raise ConfigError(f"state shares: one transfer alone must take > 0 s, got {alone_s}")
     rows: list[dict[State, float]] = []
     for intervals, start, end in runs:
-        # every stretch between two transfer edges, with the pulls and pushes in flight
-        edges = sorted({t for i in intervals for t in (i.start_s, i.end_s)})
-        stretches = [
-            (a, b, *_in_flight(intervals, (a + b) / 2))
-            for a, b in itertools.pairwise(edges)
-            if b > a
-        ]
+        stretches = link_stretches(intervals)  # every transfer's edges bound a stretch
         starts = [a for a, *_ in stretches]
         for transfer in intervals:
             if transfer.start_s < start or transfer.end_s > end:
@@ -79,9 +72,3 @@ def state_shares(
         {key: float(v) for key, v in zip(states, matrix.sum(axis=0), strict=True)},
         float(np.std(work) / np.mean(work)),
     )
-
-
-def _in_flight(intervals: Sequence[TransferInterval], at_s: float) -> tuple[int, int]:
-    pulls = sum(1 for i in intervals if i.direction == PULL and i.start_s <= at_s < i.end_s)
-    pushes = sum(1 for i in intervals if i.direction == PUSH and i.start_s <= at_s < i.end_s)
-    return pulls, pushes
