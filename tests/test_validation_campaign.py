@@ -291,6 +291,11 @@ def test_a_campaigns_json_says_how_each_points_steps_and_transfers_went(
         arrivals = kept[0][key]
         assert len(arrivals) == 4 and arrivals[0] > 0 and arrivals == sorted(arrivals)
     assert all(p["simulated_pull_arrivals"] is None for p in points if p not in kept)
+    # and each of those workers' computation: four workers sharing one core stretch it, at
+    # most to W times alone when all four compute at once (more: the transfers' CPU)
+    for key in ("measured_computations", "simulated_computations"):
+        assert len(kept[0][key]) == 4 and all(x > 1.0 for x in kept[0][key])
+    assert all(p["simulated_computations"] is None for p in points if p not in kept)
     for p in points:
         for side in ("measured", "simulated"):
             low, median, high = p[f"{side}_step_s_quantiles"]

@@ -344,17 +344,20 @@ SYNC_COLUMNS = (
     *KEY_COLUMNS,
     Column("measured_arrivals", "measured"),
     Column("simulated_arrivals", "simulated"),
+    Column("measured_computations", "computation measured"),
+    Column("simulated_computations", "simulated"),
 )
 
 
 def campaign_sync_table(report: CampaignReport) -> Table:
     """Sync-SGD with W >= 2, where the runs kept their spans: when the first, second, ... of a
-    step's pulls had arrived after the server's release, measured and simulated
-    (:mod:`simcore.sim.arrivals`)."""
+    step's pulls had arrived after the server's release, and each of those workers'
+    computation in the step, measured and simulated (:mod:`simcore.sim.arrivals`)."""
     table = Table(
         "Sync-SGD: when the first, second, ... of a step's pulls arrived after the server's "
         "release, in one pull alone (median over steps; equal sharing: all at W, one after "
-        "another: 1, 2, ... W)",
+        "another: 1, 2, ... W), and the computation per step (forward and backward) of the "
+        "first worker to have its pull, the second, ..., in the solo profile's",
         SYNC_COLUMNS,
     )
     for r, p, label in report.rows():
@@ -364,6 +367,8 @@ def campaign_sync_table(report: CampaignReport) -> Table:
             **_point_cells(r, p, label),
             measured_arrivals=arrivals_text(p.measured_pull_arrivals),
             simulated_arrivals=arrivals_text(p.simulated_pull_arrivals),
+            measured_computations=arrivals_text(p.measured_computations),
+            simulated_computations=arrivals_text(p.simulated_computations),
         )
     return table
 

@@ -283,6 +283,17 @@ class RunResult:
                 releases[span.step] = max(releases.get(span.step, end), end)
         return pull_ends, releases
 
+    def computation_times(self) -> dict[tuple[int, int], float]:
+        """Each worker's computation per step (``(step, worker)``): its forward and backward
+        spans' wall times summed, the waits between them left out (for
+        :func:`simcore.sim.arrivals.computations_by_arrival`). Empty without spans."""
+        computations: dict[tuple[int, int], float] = {}
+        for span in self.spans:
+            if span.kind in ("forward", "backward"):
+                key = (span.step, span.worker)
+                computations[key] = computations.get(key, 0.0) + span.duration_s
+        return computations
+
     def _measured(self, kinds: Iterable[str]) -> Iterable[Span]:
         wanted = set(kinds)
         return (s for s in self.spans if s.kind in wanted and s.step >= self.config.warmup)

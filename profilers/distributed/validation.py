@@ -128,11 +128,18 @@ from simcore.network_effects import (
 )
 from simcore.report.table import Column, Table
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.sim.arrivals import arrivals_text, pull_arrivals, timeline_pull_arrivals
+from simcore.sim.arrivals import (
+    arrivals_text,
+    computations_by_arrival,
+    position_medians,
+    pull_arrivals,
+    timeline_computations,
+    timeline_pull_ends,
+)
 from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
-from simcore.trace.cpu import CommThreadCpu, measured_comm_thread
+from simcore.trace.cpu import CommThreadCpu, forward_backward_s_per_step, measured_comm_thread
 from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
@@ -226,6 +233,13 @@ class ValidationPoint:
     # over those runs) and simulated (one seed's timeline). None: not known.
     measured_pull_arrivals: tuple[float, ...] | None = None
     simulated_pull_arrivals: tuple[float, ...] | None = None
+    # The same points: the computation per step of the first worker to have its pull, the
+    # second, ... (forward and backward, the median over steps), over the solo trace's: above
+    # 1 where it shared its core with the other workers' computations or their transfers' work,
+    # below where the solo runs' own transfers had slowed it more
+    # (simcore.sim.arrivals.computations_by_arrival).
+    measured_computations: tuple[float, ...] | None = None
+    simulated_computations: tuple[float, ...] | None = None
 
     @property
     def measured_mean(self) -> float:
@@ -863,6 +877,17 @@ def _run_config(base: RunConfig, arch: Architecture, workers: int) -> RunConfig:
 
 
 @dataclass(frozen=True)
+class _SyncOrders:
+    """A Sync-SGD point's pull arrivals and computations in their order, measured (the median
+    over the runs with spans) and simulated (ValidationPoint); None where not known."""
+
+    measured_arrivals: tuple[float, ...] | None = None
+    simulated_arrivals: tuple[float, ...] | None = None
+    measured_computations: tuple[float, ...] | None = None
+    simulated_computations: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Predictor:
     """The predictions of one validation: the solo trace, the link, and how ranks are placed."""
 
@@ -1040,7 +1065,7 @@ class Predictor:
         candidate = Candidate(sim_arch, mode, sharing, workers)
         worker_type = worker_type_from_trace(self.trace)
         simulated = self.simulation(arch, workers)
-        arrivals = self._pull_arrivals(arch, workers, runs)
+        arrivals = self._sync_orders(arch, workers, runs)
         return ValidationPoint(
             architecture=arch.value,
             workers=workers,
@@ -1054,8 +1079,10 @@ class Predictor:
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
             cpu_ratio=self._cpu_ratio(arch, runs),
-            measured_pull_arrivals=arrivals[0],
-            simulated_pull_arrivals=arrivals[1],
+            measured_pull_arrivals=arrivals.measured_arrivals,
+            simulated_pull_arrivals=arrivals.simulated_arrivals,
+            measured_computations=arrivals.measured_computations,
+            simulated_computations=arrivals.simulated_computations,
             **self._occupancies(arch, workers, runs),
         )
 
@@ -1069,26 +1096,44 @@ class Predictor:
             return math.nan
         return statistics.fmean(cpu for cpu in per_run if cpu is not None) / charged.cpu_s_per_step
 
-    def _pull_arrivals(
+    def _sync_orders(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
-    ) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+    ) -> _SyncOrders:
         """Sync-SGD with W >= 2, where runs kept their spans: the measured and simulated pull
-        arrivals after each release (ValidationPoint); None each otherwise."""
+        arrivals after each release and the computations in the order of those arrivals
+        (ValidationPoint); None each otherwise."""
         if arch is not Architecture.PS_SYNC or workers < 2:
-            return None, None
+            return _SyncOrders()
         unit_s = one_pull_s(self.trace, self.bandwidth_bps)
+        compute_s = forward_backward_s_per_step(self.replayed_trace(arch))
+        spanned = [r for r in runs if r.spans]
         per_run = [
             pull_arrivals(*r.pull_arrival_times(), workers, unit_s, r.config.warmup)
-            for r in runs
-            if r.spans
+            for r in spanned
         ]
         known = [a for a in per_run if a is not None]
         if not known:
-            return None, None
+            return _SyncOrders()
+        computed = [
+            computations_by_arrival(
+                r.pull_arrival_times()[0],
+                r.computation_times(),
+                workers,
+                compute_s,
+                r.config.warmup,
+            )
+            for r in spanned
+        ]
         timeline = self.simulation(arch, workers, timeline=True).timeline
         assert timeline is not None
-        measured = tuple(statistics.median(a) for a in zip(*known, strict=True))
-        return measured, timeline_pull_arrivals(timeline, workers, unit_s, SIM_WARMUP_STEPS)
+        pull_ends, releases = timeline_pull_ends(timeline)
+        simulated = timeline_computations(timeline)
+        return _SyncOrders(
+            position_medians(known),
+            pull_arrivals(pull_ends, releases, workers, unit_s, SIM_WARMUP_STEPS),
+            position_medians([c for c in computed if c is not None]),
+            computations_by_arrival(pull_ends, simulated, workers, compute_s, SIM_WARMUP_STEPS),
+        )
 
     def _occupancies(
         self, arch: Architecture, workers: int, runs: Sequence[RunResult]
@@ -1355,6 +1400,17 @@ def report_text(report: ValidationReport) -> str:
         lines += [
             f"  W={p.workers}: measured {arrivals_text(p.measured_pull_arrivals)}, simulated "
             f"{arrivals_text(p.simulated_pull_arrivals)}"
+            for p in arrivals
+        ]
+        compute_s = forward_backward_s_per_step(report.trace)
+        lines += [
+            f"and the computation per step of the first worker to have its pull, the second, ... "
+            f"(forward and backward), in the solo profile's ({format_seconds(compute_s)}; "
+            f"median over steps)"
+        ]
+        lines += [
+            f"  W={p.workers}: measured {arrivals_text(p.measured_computations)}, simulated "
+            f"{arrivals_text(p.simulated_computations)}"
             for p in arrivals
         ]
     lines += ["", "absolute error over all points: mean / max"]

@@ -515,6 +515,8 @@ def _point_details(p: ValidationPoint) -> dict[str, Any]:
         # Sync-SGD: the k-th pull's arrival after the release, in one pull alone
         "measured_pull_arrivals": _listed(p.measured_pull_arrivals),
         "simulated_pull_arrivals": _listed(p.simulated_pull_arrivals),
+        "measured_computations": _listed(p.measured_computations),
+        "simulated_computations": _listed(p.simulated_computations),
     }
 
 

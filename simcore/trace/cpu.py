@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simcore.trace.model import Resource, Trace
+from simcore.trace.model import OpKind, Resource, Trace
 
 __all__ = [
     "CommThreadCpu",
     "computation_s_per_step",
+    "forward_backward_s_per_step",
     "measured_comm_thread",
     "measured_transfers",
     "measured_worker_cores",
@@ -53,6 +54,16 @@ def computation_s_per_step(trace: Trace) -> float:
     """Mean over the trace's steps of its worker's computation per step (s)."""
     worker = [i for i, op in enumerate(trace.ops) if op.resource is Resource.WORKER]
     total = math.fsum(sum(step.duration_s[i] or 0.0 for i in worker) for step in trace.steps)
+    return total / len(trace.steps)
+
+
+def forward_backward_s_per_step(trace: Trace) -> float:
+    """Mean over the trace's steps of its forward and backward ops' durations (s): the
+    computation a real run's spans time, without the step's fixed costs."""
+    total = math.fsum(
+        trace.phase_time_s(i, OpKind.FORWARD) + trace.phase_time_s(i, OpKind.BACKWARD)
+        for i in range(len(trace.steps))
+    )
     return total / len(trace.steps)
 
 
