@@ -24,6 +24,7 @@ import torch
 from profilers.distributed.config import RunConfig
 from simcore.errors import ConfigError
 from simcore.files import atomic_output, read_json_file
+from simcore.sim.arrivals import COMPUTATION_KINDS
 from simcore.sim.occupancy import (
     PULL,
     PUSH,
@@ -289,7 +290,7 @@ class RunResult:
         :func:`simcore.sim.arrivals.computations_by_arrival`). Empty without spans."""
         computations: dict[tuple[int, int], float] = {}
         for span in self.spans:
-            if span.kind in ("forward", "backward"):
+            if span.kind in COMPUTATION_KINDS:
                 key = (span.step, span.worker)
                 computations[key] = computations.get(key, 0.0) + span.duration_s
         return computations

@@ -39,7 +39,7 @@ __all__ = [
     "timeline_pull_ends",
 ]
 
-COMPUTATION_KINDS = frozenset({"forward", "backward"})
+COMPUTATION_KINDS = frozenset({"forward", "backward"})  # what a computation is, in spans too
 
 
 def pull_arrivals(
