@@ -56,7 +56,6 @@ RUN_SCHEMA_VERSION = 1
 # Span kinds. Worker side: pull (posted .. parameters in place), forward, backward, push (sent ..
 # completed), allreduce (launched .. completed). Server side: update (one worker's gradients of one
 # layer applied; in ps-sync, the averaged gradients, recorded once per step with worker -1).
-COMPUTE_KINDS = ("forward", "backward")
 UPDATE = "update"
 
 
@@ -187,7 +186,7 @@ class RunResult:
             return dict(self.compute_summary)
         sums: dict[str, float] = defaultdict(float)
         worker_steps: set[tuple[int, int]] = set()
-        for span in self._measured(COMPUTE_KINDS):
+        for span in self._measured(COMPUTATION_KINDS):
             sums[span.layer] += span.duration_s
             worker_steps.add((span.worker, span.step))
         count = max(len(worker_steps), 1)

@@ -1106,23 +1106,16 @@ class Predictor:
             return _SyncOrders()
         unit_s = one_pull_s(self.trace, self.bandwidth_bps)
         compute_s = forward_backward_s_per_step(self.replayed_trace(arch))
-        spanned = [r for r in runs if r.spans]
-        per_run = [
-            pull_arrivals(*r.pull_arrival_times(), workers, unit_s, r.config.warmup)
-            for r in spanned
-        ]
+        spanned = [(r, r.pull_arrival_times()) for r in runs if r.spans]
+        per_run = [pull_arrivals(*times, workers, unit_s, r.config.warmup) for r, times in spanned]
         known = [a for a in per_run if a is not None]
         if not known:
             return _SyncOrders()
         computed = [
             computations_by_arrival(
-                r.pull_arrival_times()[0],
-                r.computation_times(),
-                workers,
-                compute_s,
-                r.config.warmup,
+                times[0], r.computation_times(), workers, compute_s, r.config.warmup
             )
-            for r in spanned
+            for r, times in spanned
         ]
         timeline = self.simulation(arch, workers, timeline=True).timeline
         assert timeline is not None
