@@ -14,8 +14,9 @@ after forking) or ``ip netns exec``. Needs Linux, root and iproute2; when that i
 :class:`~simcore.errors.ConfigError` says so.
 
 SIGTERM while a cluster exists exits through its cleanup. If the process is killed with SIGKILL
-the namespaces stay behind: ``ip netns list | grep
-sgdsim-`` shows them and ``ip netns del NAME`` removes each.
+the namespaces stay behind until the next cluster is created on the machine: it removes those
+no running process holds (:mod:`profilers.netns_leases`) and says so on stderr. ``ip netns list
+| grep sgdsim-`` shows them meanwhile, and ``ip netns del NAME`` removes one by hand.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Mapping
@@ -36,7 +38,8 @@ from profilers.netns import (
     tbf_options,
     tbf_segments_gso,
 )
-from simcore.errors import ConfigError, ProfilingError
+from profilers.netns_leases import cluster_lease, reap_abandoned
+from simcore.errors import ConfigError, ProfilingError, SgdsimError
 from simcore.units import format_bandwidth
 
 __all__ = ["NODE_IFNAME", "EmulatedCluster", "emulated_cluster"]
@@ -117,6 +120,7 @@ def emulated_cluster(
     if not burst_s > 0:
         raise ConfigError(f"burst_s: must be > 0 s, got {burst_s!r}")
     check_permitted("emulated cluster")
+    _reap_abandoned_clusters()
     tag = secrets.token_hex(3)  # unique per cluster, so two runs never touch each other's
     cluster = EmulatedCluster(
         namespaces=tuple(f"sgdsim-{tag}-n{i}" for i in range(nodes)),
@@ -129,6 +133,7 @@ def emulated_cluster(
     stack = contextlib.ExitStack()
     try:
         stack.enter_context(_terminate_as_exit())
+        stack.enter_context(cluster_lease(tag))  # before the first namespace exists
         for ns in (cluster.bridge_namespace, *cluster.namespaces):
             run_ip("ip", "netns", "add", ns)
             created.append(ns)
@@ -143,6 +148,17 @@ def emulated_cluster(
         raise ProfilingError(
             f"could not delete network namespaces {leftovers}; remove them with `ip netns del`"
         )
+
+
+def _reap_abandoned_clusters() -> None:
+    """Remove what killed runs left (best effort: a failure here is said, not raised; the new
+    cluster's names cannot clash with theirs)."""
+    try:
+        notes = reap_abandoned().notes()
+    except SgdsimError as err:
+        notes = [f"could not look for network namespaces a killed run left: {err}"]
+    for note in notes:
+        print(f"sgdsim: note: {note}", file=sys.stderr)
 
 
 @contextlib.contextmanager

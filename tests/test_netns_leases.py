@@ -1,0 +1,174 @@
+"""Leases on the emulated clusters' namespaces: what a killed run leaves is removed by the next
+cluster, and nothing a running cluster (or anyone else) holds is touched.
+
+The tests that create namespaces need root and iproute2 and are skipped without them; each one
+deletes what it made, whatever happens. Other runs on the machine may create and reap namespaces
+meanwhile, so the tests assert on their own namespaces only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import network_namespaces
+
+from profilers import netns_leases
+from profilers.netns import delete_namespaces
+from profilers.netns_cluster import emulated_cluster
+from profilers.netns_leases import Reaped, cluster_lease, reap_abandoned
+
+
+def killed_cluster(nodes: int, *, child: bool = False) -> list[str]:
+    """Start a process that creates a cluster (and, with ``child``, starts a process inside
+    its first node), then SIGKILL it: its namespaces stay. Returns them, the bridge's first."""
+    script = (
+        "import subprocess, sys, time\n"
+        "from profilers.netns_cluster import emulated_cluster\n"
+        f"with emulated_cluster({nodes}, {{0: 10e6}}) as c:\n"
+        + (
+            "    subprocess.Popen(['ip', 'netns', 'exec', c.namespaces[0], 'sleep', '120'],"
+            " stdout=subprocess.PIPE)\n"
+            if child
+            else ""
+        )
+        + "    print(' '.join((c.bridge_namespace, *c.namespaces)), flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    made = proc.stdout.readline().split()
+    proc.kill()
+    proc.wait(60)
+    return made
+
+
+@pytest.fixture
+def removed_afterwards() -> Iterator[list[str]]:
+    """Namespaces a test makes outside this process: deleted at the end, whatever happened."""
+    names: list[str] = []
+    yield names
+    left = set(names) & network_namespaces()
+    for name in left:
+        for pid in subprocess.run(
+            ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
+        ).stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+    delete_namespaces(sorted(left))
+
+
+def lease_file(namespace: str) -> Path:
+    return netns_leases.LEASE_DIR / f"{namespace.split('-')[1]}.lease"
+
+
+def test_a_killed_runs_namespaces_are_removed_by_the_next_reap(
+    root_only: Any, removed_afterwards: list[str]
+) -> None:
+    made = killed_cluster(2)
+    removed_afterwards += made
+    assert len(made) == 3 and set(made) <= network_namespaces()  # SIGKILL: no cleanup ran
+    assert lease_file(made[0]).exists()
+    reaped = reap_abandoned()
+    assert not set(made) & network_namespaces()
+    assert not set(made) & set(reaped.busy + reaped.unowned)
+    assert not lease_file(made[0]).exists()
+
+
+def test_creating_a_cluster_removes_what_a_killed_run_left_and_says_so(
+    root_only: Any, removed_afterwards: list[str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    made = killed_cluster(1)
+    removed_afterwards += made
+    capfd.readouterr()
+    with emulated_cluster(1) as cluster:
+        assert not set(made) & network_namespaces()
+        assert cluster.namespaces[0] in network_namespaces()
+    err = capfd.readouterr().err
+    # (another run on the machine may have reaped them first: then this one has nothing to say)
+    if "removed" in err:
+        assert all(name in err for name in made) and err.startswith("sgdsim: note: ")
+
+
+def test_a_running_clusters_namespaces_are_left_alone(root_only: Any) -> None:
+    with emulated_cluster(2, {0: 10e6}) as cluster:
+        names = {cluster.bridge_namespace, *cluster.namespaces}
+        reaped = reap_abandoned()
+        assert not names & set(reaped.removed + reaped.busy + reaped.unowned)
+        assert names <= network_namespaces()
+        lease = lease_file(cluster.bridge_namespace)
+        fd = os.open(lease, os.O_RDWR)
+        try:  # the lease is held: nobody else can take it
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert not lease.exists()  # given back with the namespaces
+
+
+def test_namespaces_a_process_still_runs_in_are_left_until_it_exits(
+    root_only: Any, removed_afterwards: list[str]
+) -> None:
+    made = killed_cluster(2, child=True)
+    removed_afterwards += made
+    inside = subprocess.run(
+        ["ip", "netns", "pids", made[1]], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(inside) == 1  # the sleep the killed run started in its first node
+    reaped = reap_abandoned()
+    assert set(made) <= network_namespaces()
+    assert set(made) <= set(reaped.busy)
+    os.kill(int(inside[0]), signal.SIGKILL)
+    for _ in range(100):  # the kernel reaps the orphan (its parent is gone) within moments
+        if not subprocess.run(
+            ["ip", "netns", "pids", made[1]], capture_output=True, text=True, check=True
+        ).stdout.split():
+            break
+        time.sleep(0.05)
+    reap_abandoned()
+    assert not set(made) & network_namespaces()
+
+
+def test_namespaces_without_a_lease_are_reported_not_removed(root_only: Any) -> None:
+    name = f"sgdsim-{secrets.token_hex(3)}-n0"  # as an sgdsim before leases left them
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        reaped = reap_abandoned()
+        assert name in reaped.unowned and name in network_namespaces()
+        assert any(name in note and "ip netns del" in note for note in reaped.notes())
+    finally:
+        delete_namespaces([name])
+
+
+@pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's `ip`")
+def test_a_lease_is_held_for_the_block_and_its_file_removed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(netns_leases, "LEASE_DIR", tmp_path / "leases")
+    tag = secrets.token_hex(3)
+    path = tmp_path / "leases" / f"{tag}.lease"
+    with cluster_lease(tag):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert not path.exists()  # no namespace of the tag is left: nothing to reap later
+
+
+def test_notes_name_every_namespace_and_say_nothing_when_nothing_was_found() -> None:
+    assert Reaped().notes() == []
+    notes = Reaped(removed=("sgdsim-ab-br", "sgdsim-ab-n0"), busy=("sgdsim-cd-n0",)).notes()
+    assert len(notes) == 2
+    assert notes[0].startswith("removed 2 network namespaces") and "sgdsim-ab-n0" in notes[0]
+    assert "sgdsim-cd-n0" in notes[1] and "still use" in notes[1]
