@@ -2,8 +2,9 @@
 cluster, and nothing a running cluster (or anyone else) holds is touched.
 
 The tests that create namespaces need root and iproute2 and are skipped without them; each one
-deletes what it made, whatever happens. Other runs on the machine may create and reap namespaces
-meanwhile, so the tests assert on their own namespaces only.
+deletes what it made, whatever happens. Their leases live in a folder of the test's own, so that
+another run's reaper on the machine leaves their namespaces alone, and they assert on their own
+namespaces only.
 """
 
 from __future__ import annotations
@@ -29,12 +30,24 @@ from profilers.netns_cluster import emulated_cluster
 from profilers.netns_leases import Reaped, cluster_lease, reap_abandoned
 
 
-def killed_cluster(nodes: int, *, child: bool = False) -> list[str]:
-    """Start a process that creates a cluster (and, with ``child``, starts a process inside
-    its first node), then SIGKILL it: its namespaces stay. Returns them, the bridge's first."""
+@pytest.fixture
+def private_leases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Leases in a folder of this test's: another run's reaper on the machine finds no lease
+    for this test's namespaces and leaves them alone (it names them as unowned, at most)."""
+    folder = tmp_path / "leases"
+    monkeypatch.setattr(netns_leases, "LEASE_DIR", folder)
+    return folder
+
+
+def killed_cluster(leases: Path, nodes: int, *, child: bool = False) -> list[str]:
+    """Start a process that creates a cluster with its leases in ``leases`` (and, with
+    ``child``, starts a process inside its first node), then SIGKILL it: its namespaces stay.
+    Returns them, the bridge's first."""
     script = (
-        "import subprocess, sys, time\n"
+        "import pathlib, subprocess, sys, time\n"
+        "from profilers import netns_leases\n"
         "from profilers.netns_cluster import emulated_cluster\n"
+        f"netns_leases.LEASE_DIR = pathlib.Path({str(leases)!r})\n"
         f"with emulated_cluster({nodes}, {{0: 10e6}}) as c:\n"
         + (
             "    subprocess.Popen(['ip', 'netns', 'exec', c.namespaces[0], 'sleep', '120'],"
@@ -72,9 +85,9 @@ def lease_file(namespace: str) -> Path:
 
 
 def test_a_killed_runs_namespaces_are_removed_by_the_next_reap(
-    root_only: Any, removed_afterwards: list[str]
+    root_only: Any, private_leases: Path, removed_afterwards: list[str]
 ) -> None:
-    made = killed_cluster(2)
+    made = killed_cluster(private_leases, 2)
     removed_afterwards += made
     assert len(made) == 3 and set(made) <= network_namespaces()  # SIGKILL: no cleanup ran
     assert lease_file(made[0]).exists()
@@ -85,21 +98,23 @@ def test_a_killed_runs_namespaces_are_removed_by_the_next_reap(
 
 
 def test_creating_a_cluster_removes_what_a_killed_run_left_and_says_so(
-    root_only: Any, removed_afterwards: list[str], capfd: pytest.CaptureFixture[str]
+    root_only: Any,
+    private_leases: Path,
+    removed_afterwards: list[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    made = killed_cluster(1)
+    made = killed_cluster(private_leases, 1)
     removed_afterwards += made
     capfd.readouterr()
     with emulated_cluster(1) as cluster:
         assert not set(made) & network_namespaces()
         assert cluster.namespaces[0] in network_namespaces()
-    err = capfd.readouterr().err
-    # (another run on the machine may have reaped them first: then this one has nothing to say)
-    if "removed" in err:
-        assert all(name in err for name in made) and err.startswith("sgdsim: note: ")
+    removed = [line for line in capfd.readouterr().err.splitlines() if "removed" in line]
+    assert len(removed) == 1 and removed[0].startswith("sgdsim: note: removed 2 ")
+    assert all(name in removed[0] for name in made)
 
 
-def test_a_running_clusters_namespaces_are_left_alone(root_only: Any) -> None:
+def test_a_running_clusters_namespaces_are_left_alone(root_only: Any, private_leases: Path) -> None:
     with emulated_cluster(2, {0: 10e6}) as cluster:
         names = {cluster.bridge_namespace, *cluster.namespaces}
         reaped = reap_abandoned()
@@ -116,9 +131,9 @@ def test_a_running_clusters_namespaces_are_left_alone(root_only: Any) -> None:
 
 
 def test_namespaces_a_process_still_runs_in_are_left_until_it_exits(
-    root_only: Any, removed_afterwards: list[str]
+    root_only: Any, private_leases: Path, removed_afterwards: list[str]
 ) -> None:
-    made = killed_cluster(2, child=True)
+    made = killed_cluster(private_leases, 2, child=True)
     removed_afterwards += made
     inside = subprocess.run(
         ["ip", "netns", "pids", made[1]], capture_output=True, text=True, check=True
@@ -150,12 +165,9 @@ def test_namespaces_without_a_lease_are_reported_not_removed(root_only: Any) -> 
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's `ip`")
-def test_a_lease_is_held_for_the_block_and_its_file_removed_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(netns_leases, "LEASE_DIR", tmp_path / "leases")
+def test_a_lease_is_held_for_the_block_and_its_file_removed_after(private_leases: Path) -> None:
     tag = secrets.token_hex(3)
-    path = tmp_path / "leases" / f"{tag}.lease"
+    path = private_leases / f"{tag}.lease"
     with cluster_lease(tag):
         fd = os.open(path, os.O_RDWR)
         try:
