@@ -56,14 +56,15 @@ def check_permitted(what: str = "netns testbed") -> None:
             raise ConfigError(f"{what}: `{tool}` not found; install iproute2")
 
 
-def run_ip(*cmd: str) -> None:
-    """Run one ip/tc command; ConfigError when not permitted, ProfilingError on other failures."""
+def run_ip(*cmd: str) -> str:
+    """Run one ip/tc command and return what it printed; ConfigError when not permitted,
+    ProfilingError on other failures."""
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ProfilingError(f"`{' '.join(cmd)}` could not run: {err}") from err
     if done.returncode == 0:
-        return
+        return done.stdout
     message = done.stderr.strip() or f"exit code {done.returncode}"
     if "not permitted" in message or "Permission denied" in message:
         raise ConfigError(

@@ -18,22 +18,19 @@ import contextlib
 import fcntl
 import os
 import re
-import subprocess
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from profilers.netns import delete_namespaces
-from simcore.errors import ProfilingError, SgdsimError
+from profilers.netns import delete_namespaces, run_ip
+from simcore.errors import SgdsimError
 
 __all__ = ["Reaped", "cluster_lease", "list_namespaces", "reap_abandoned"]
 
 LEASE_DIR = Path("/run/sgdsim")
-NAMESPACE_PREFIX = "sgdsim-"
 # A cluster's names: sgdsim-<tag>-br (its bridge) and sgdsim-<tag>-n<i> (node i).
 _NAME = re.compile(r"^sgdsim-([0-9a-f]+)-(?:br|n[0-9]+)$")
-_CMD_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -61,31 +58,20 @@ class Reaped:
             )
         if self.unowned:
             out.append(
-                "network namespaces with no lease (an sgdsim before 2026-11-29, or made by "
-                "hand); if nothing uses them, remove each with `ip netns del NAME`: "
+                "network namespaces with no lease (left by an older sgdsim, or made by hand); "
+                "if nothing uses them, remove each with `ip netns del NAME`: "
                 + ", ".join(self.unowned)
             )
         return out
 
 
-def _ip_lines(*cmd: str) -> list[str]:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ProfilingError(f"`{' '.join(cmd)}` could not run: {err}") from err
-    if done.returncode != 0:
-        message = done.stderr.strip() or f"exit code {done.returncode}"
-        raise ProfilingError(f"`{' '.join(cmd)}` failed: {message}")
-    return [line for line in done.stdout.splitlines() if line.strip()]
-
-
 def list_namespaces() -> list[str]:
     """The names of the machine's network namespaces (``ip netns list``)."""
-    return [line.split()[0] for line in _ip_lines("ip", "netns", "list")]
+    return [line.split()[0] for line in run_ip("ip", "netns", "list").splitlines() if line.strip()]
 
 
 def _in_use(namespace: str) -> bool:
-    return bool(_ip_lines("ip", "netns", "pids", namespace))
+    return bool(run_ip("ip", "netns", "pids", namespace).split())
 
 
 def _lease_path(tag: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 
 from profilers import netns_cluster
 from profilers.netns import check_permitted
+from profilers.netns_leases import list_namespaces
 from simcore.errors import ConfigError
 
 from figure_capture import FigureRecord, record
@@ -47,8 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def network_namespaces() -> set[str]:
     """The names ``ip netns list`` shows."""
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    return {line.split()[0] for line in listing.stdout.splitlines() if line.strip()}
+    return set(list_namespaces())
 
 
 @pytest.fixture
