@@ -531,3 +531,13 @@ def test_the_validations_network_profile_carries_the_warm_cvs() -> None:
         dataclasses.replace(m, warm_sharing=None), run_to_trace(m.solo)
     )
     assert older.flow_sharing is not None and older.flow_sharing.warm_pull_cv is None
+
+
+def test_the_profile_runs_are_listed_with_how_far_apart_they_were() -> None:
+    from profilers.distributed.validation import solo_runs_text
+
+    slow, fast = a_run(batch=8), a_run(batch=10)  # the same steps: 1.25x the examples per second
+    text = solo_runs_text((slow, fast))
+    rates = f"{slow.examples_per_s:.1f}, {fast.examples_per_s:.1f}"
+    assert text == f"mean of {rates}: 22.2% apart"  # 0.25 over their mean of 1.125
+    assert solo_runs_text((slow,)) == solo_runs_text(()) == "mean"
