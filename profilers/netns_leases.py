@@ -19,7 +19,7 @@ import fcntl
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,10 +114,39 @@ def _namespaces_left(tag: str) -> bool:
     """Whether namespaces of cluster ``tag`` exist (when that cannot be known: yes, so that its
     lease file stays for a later reaper; an error here would hide the one that ended the block)."""
     try:
-        names = list_namespaces()
+        return tag in _clusters(list_namespaces())
     except SgdsimError:
         return True
-    return any((m := _NAME.match(n)) is not None and m.group(1) == tag for n in names)
+
+
+def _clusters(names: Iterable[str]) -> dict[str, list[str]]:
+    """The clusters' namespaces among ``names``, by tag."""
+    by_tag: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        match = _NAME.match(name)
+        if match:
+            by_tag[match.group(1)].append(name)
+    return by_tag
+
+
+@contextlib.contextmanager
+def _taken_if_free(path: Path) -> Iterator[bool | None]:
+    """Take the lease at ``path`` for the block if nobody holds it: True when taken, False
+    when its cluster holds it, None when there is no such lease."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(fd)
 
 
 def reap_abandoned() -> Reaped:
@@ -127,31 +156,21 @@ def reap_abandoned() -> Reaped:
     first namespace exists until after its last is deleted, and a reaper deletes a tag's
     namespaces only while it holds that lease itself.
     """
-    by_tag: dict[str, list[str]] = defaultdict(list)
-    for name in list_namespaces():
-        match = _NAME.match(name)
-        if match:
-            by_tag[match.group(1)].append(name)
+    by_tag = _clusters(list_namespaces())
     removed: list[str] = []
     busy: list[str] = []
     unowned: list[str] = []
     for tag, names in sorted(by_tag.items()):
-        try:
-            fd = os.open(_lease_path(tag), os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            unowned += names
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        path = _lease_path(tag)
+        with _taken_if_free(path) as taken:
+            if taken is None:
+                unowned += names
+                continue
+            if not taken:
                 continue  # its cluster is running
             # Listed again now that nobody else can delete them: a cluster that ended or a
             # reaper that finished since the first listing took some away.
-            names = [n for n in list_namespaces() if n in names]
-            if not names:
-                _lease_path(tag).unlink(missing_ok=True)
-                continue
+            names = _clusters(list_namespaces()).get(tag, [])
             if any(_in_use(n) for n in names):
                 busy += names
                 continue
@@ -160,28 +179,12 @@ def reap_abandoned() -> Reaped:
             left = set(delete_namespaces(ordered))
             removed += [n for n in ordered if n not in left]
             if not left:
-                _lease_path(tag).unlink(missing_ok=True)
-        finally:
-            os.close(fd)
+                path.unlink(missing_ok=True)
     # Lease files with no namespace (a reaper raced another): remove those nobody holds.
     with contextlib.suppress(FileNotFoundError):
         for path in LEASE_DIR.glob("*.lease"):
             if path.stem not in by_tag:
-                _drop_if_free(path)
+                with _taken_if_free(path) as taken:
+                    if taken:
+                        path.unlink(missing_ok=True)
     return Reaped(tuple(removed), tuple(busy), tuple(unowned))
-
-
-def _drop_if_free(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return
-    try:
-        path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
