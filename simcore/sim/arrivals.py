@@ -25,7 +25,7 @@ of the computation alone; :func:`timeline_computations` reads them from a simula
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from simcore.sim.results import Timeline
 
@@ -61,14 +61,10 @@ def pull_arrivals(
     """
     _check_units(workers, unit_s)
     rows = []
-    for step in sorted({s for s, _ in pull_ends}):
-        if step < from_step or step - 1 not in releases:
-            continue
-        ends = [pull_ends.get((step, w)) for w in range(workers)]
-        if any(end is None for end in ends):
-            continue
-        release = releases[step - 1]
-        rows.append(sorted((end - release) / unit_s for end in ends if end is not None))
+    for step, keys in _pulled_steps(pull_ends, workers, from_step):
+        if step - 1 in releases:
+            release = releases[step - 1]
+            rows.append(sorted((pull_ends[key] - release) / unit_s for key in keys))
     return position_medians(rows)
 
 
@@ -114,15 +110,22 @@ def computations_by_arrival(
     """
     _check_units(workers, unit_s)
     rows = []
-    for step in sorted({s for s, _ in pull_ends}):
-        if step < from_step:
-            continue
-        keys = [(step, w) for w in range(workers)]
-        if any(key not in pull_ends or key not in computations for key in keys):
-            continue
-        in_order = sorted(keys, key=lambda key: (pull_ends[key], key[1]))
-        rows.append([computations[key] / unit_s for key in in_order])
+    for _, keys in _pulled_steps(pull_ends, workers, from_step):
+        if all(key in computations for key in keys):
+            in_order = sorted(keys, key=lambda key: (pull_ends[key], key[1]))
+            rows.append([computations[key] / unit_s for key in in_order])
     return position_medians(rows)
+
+
+def _pulled_steps(
+    pull_ends: Mapping[tuple[int, int], float], workers: int, from_step: int
+) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+    """Each step from ``from_step`` on in which every worker's pull ended, in order, with its
+    ``(step, worker)`` keys."""
+    for step in sorted({s for s, _ in pull_ends}):
+        keys = [(step, w) for w in range(workers)]
+        if step >= from_step and all(key in pull_ends for key in keys):
+            yield step, keys
 
 
 def position_medians(rows: Sequence[Sequence[float]]) -> tuple[float, ...] | None:
