@@ -114,10 +114,12 @@ def layer_inputs(node: fx.Node, is_layer: set[str]) -> list[str]:
 def _param_owners(
     gm: fx.GraphModule, is_layer: set[str]
 ) -> dict[str, list[tuple[str, nn.Parameter]]]:
-    """For each layer, the parameters it is the first (in execution order) to use.
+    """For each layer, the trained parameters it is the first (in execution order) to use.
 
     A module called at several nodes, or a parameter read with ``get_attr`` by several nodes,
-    is listed once, under the first layer that uses it.
+    is listed once, under the first layer that uses it. Frozen parameters (``requires_grad``
+    off, e.g. a pretrained backbone under a trained head) are left out: they get no gradient
+    to push and never change, so no training moves them.
     """
     modules = dict(gm.named_modules())
     claimed: set[int] = set()
@@ -126,7 +128,7 @@ def _param_owners(
         if node.op not in CALL_OPS or node.name not in is_layer:
             continue
         for qualified, param in _params_used(node, modules, gm):
-            if id(param) in claimed:
+            if id(param) in claimed or not param.requires_grad:
                 continue
             claimed.add(id(param))
             owners.setdefault(node.name, []).append((qualified, param))

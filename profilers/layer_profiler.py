@@ -55,6 +55,7 @@ from profilers.dataflow import (
     tensors_in,
     trace_graph,
 )
+from profilers.synthetic import synthetic_inputs, token_vocab
 from simcore import __version__
 from simcore.errors import ConfigError, ProfilingError
 from simcore.trace.build import ps_step_ops
@@ -299,7 +300,8 @@ def profile_model(
     module.to(torch_device).train()
     gm = trace_graph(module, name)
     generator = torch.Generator().manual_seed(seed)
-    inputs = torch.randn((batch_size, *shape), generator=generator).to(torch_device)
+    vocab = token_vocab(gm)
+    inputs = synthetic_inputs(batch_size, shape, vocab, generator).to(torch_device)
     classes = classes or _output_classes(gm, inputs, name)
     labels = torch.randint(0, classes, (batch_size,), generator=generator).to(torch_device)
     session = _Session(module, gm, clock_for(torch_device), inputs, labels)

@@ -52,7 +52,9 @@ def test_profile_writes_a_trace_and_refuses_to_overwrite(
     assert [p["layer"] for p in doc["points"]] == [layer.name for layer in load_trace(out).layers]
 
 
-def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["--model-path", "--model"])
+def test_profile_a_user_model_by_import_path(tmp_path: Path, option: str) -> None:
+    """--model takes a factory's import path as `sgdsim validate --model` does."""
     (tmp_path / "usernets.py").write_text(
         textwrap.dedent(
             """
@@ -73,9 +75,7 @@ def test_profile_a_user_model_by_import_path(tmp_path: Path) -> None:
         )
     )
     out = tmp_path / "tiny.json"
-    result = run_cli(
-        "profile", "--model-path", "usernets:Tiny", *TINY, "--out", str(out), cwd=tmp_path
-    )
+    result = run_cli("profile", option, "usernets:Tiny", *TINY, "--out", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     trace = load_trace(out)
     assert trace.metadata.model_name == "Tiny"
@@ -99,6 +99,7 @@ def test_list_models(capsys: pytest.CaptureFixture[str]) -> None:
         (("--model", "cnn", "--out", "OUT", "--input-shape", "3xa"), "--input-shape: '3xa' is not"),
         (("--model-path", "nodots", "--out", "OUT"), "expected package.module:factory"),
         (("--model-path", "no_such_module_x:f", "--out", "OUT"), "no_such_module_x"),
+        (("--model", "no_such_module_x:f", "--out", "OUT"), "no_such_module_x"),
         (("--model", "mlp", "--out", "OUT", "--input-shape", "2x2"), "a training step failed"),
     ],
 )

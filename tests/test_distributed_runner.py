@@ -69,6 +69,39 @@ class TinyNet(nn.Module):
         return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
 
 
+class TiedTokenNet(nn.Module):
+    """A language-model shape: token ids in, an embedding whose table the output layer shares."""
+
+    input_shape = (5,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(30, 8)
+        self.mid = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 30, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.out(torch.relu(self.mid(self.emb(x).mean(1))))
+
+
+class FrozenStemNet(nn.Module):
+    """A frozen first layer under two trained ones (fine-tuning a pretrained stem)."""
+
+    input_shape = (16,)
+    num_classes = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(16, 32)
+        self.stem.requires_grad_(False)
+        self.fc = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.head(torch.relu(self.fc(torch.relu(self.stem(x)))))
+
+
 def _config(**kwargs: Any) -> RunConfig:
     base: dict[str, Any] = {
         "model": TINY,
@@ -105,6 +138,11 @@ def _single_process(config: RunConfig) -> dict[str, torch.Tensor]:
 
 
 def _assert_same_parameters(result: RunResult, expected: dict[str, torch.Tensor]) -> None:
+    """The run's trained parameters (frozen ones are never sent) equal one process's."""
+    trained = {
+        n for n, p in build_setup(result.config).module.named_parameters() if p.requires_grad
+    }
+    expected = {name: value for name, value in expected.items() if name in trained}
     assert set(result.final_state) == set(expected)
     for name, value in expected.items():
         torch.testing.assert_close(result.final_state[name], value, rtol=1e-5, atol=1e-6)
@@ -132,6 +170,45 @@ def test_one_async_worker_trains_like_one_process_and_gives_a_trace(
     assert load_trace(tmp_path / "w1.json").n_steps == trace.n_steps
     save_run_json(result, tmp_path / "run.json")
     assert (tmp_path / "run.json").stat().st_size > 0
+
+
+@pytest.mark.parametrize("model", ["TiedTokenNet", "FrozenStemNet"])
+@pytest.mark.parametrize("architecture", ["ps-sync", "allreduce"])
+def test_token_id_inputs_and_frozen_parameters_train_like_one_process(
+    model: str, architecture: str
+) -> None:
+    """Token ids drawn below the embedding's size; frozen parameters neither sent nor changed;
+    tied weights moved once. Two workers give one process's parameters on the union batch."""
+    servers = 0 if architecture == "allreduce" else 1
+    config = _config(
+        model=f"test_distributed_runner:{model}",
+        architecture=architecture,
+        servers=servers,
+        workers=2,
+    )
+    setup = build_setup(config)
+    inputs, _ = synthetic_batch(setup, config.seed, 0, 0, config.batch_size)
+    assert inputs.dtype == (torch.int64 if model == "TiedTokenNet" else torch.float32)
+    result = run_distributed(config)
+    _assert_same_parameters(result, _single_process(config))
+    sent = sum(layer.nbytes for layer in setup.param_layers)
+    if model == "TiedTokenNet":
+        assert sent == (30 * 8 + 8 * 8 + 8) * 4  # the shared table once
+    else:
+        assert sent == ((32 * 32 + 32) + (32 * 4 + 4)) * 4  # the stem is not trained
+        assert "stem.weight" not in result.final_state
+
+
+class AllFrozenNet(FrozenStemNet):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requires_grad_(False)
+
+
+def test_a_model_with_nothing_to_train_is_named_as_the_cause() -> None:
+    config = _config(model="test_distributed_runner:AllFrozenNet", workers=1)
+    with pytest.raises(DistributedRunError, match=r"AllFrozenNet.*no trained parameters"):
+        run_distributed(config)
 
 
 def test_a_run_without_transfers_gives_the_trace_its_computation_alone() -> None:

@@ -35,6 +35,7 @@ from profilers.dataflow import (
 )
 from profilers.distributed.config import ModelRef, RunConfig
 from profilers.layer_profiler import LOSS_LAYER
+from profilers.synthetic import probe_inputs, synthetic_inputs, token_vocab
 from simcore.errors import ConfigError
 
 __all__ = ["TEACHER_FEATURES", "ModelSetup", "ParamLayer", "build_setup", "synthetic_batch"]
@@ -107,6 +108,7 @@ class ModelSetup:
     num_classes: int
     teacher: torch.Tensor  # (features, classes)
     device: torch.device  # where the model lives
+    vocab: int | None = None  # the input is token ids below this (synthetic.token_vocab)
 
     @property
     def layer_inputs(self) -> dict[str, tuple[str, ...]]:
@@ -126,7 +128,8 @@ def build_setup(config: RunConfig, device: torch.device | None = None) -> ModelS
     target = device or torch.device("cpu")
     module.to(target).train()
     gm = trace_graph(module, name)
-    probe = torch.zeros((1, *shape), device=target)
+    vocab = token_vocab(gm)
+    probe = probe_inputs(shape, vocab).to(target)
     tensor_nodes, output = _tensor_nodes(gm, probe)
     if classes is None:
         classes = int(output.shape[-1])
@@ -143,8 +146,15 @@ def build_setup(config: RunConfig, device: torch.device | None = None) -> ModelS
         )
         for i, layer in enumerate(with_params)
     ]
+    if not param_layers:
+        raise ConfigError(
+            f"model {name!r}: no trained parameters (every one has requires_grad off, or it has "
+            "none): a distributed run would have nothing to send"
+        )
     teacher = _teacher(config.seed, shape, classes)
-    return ModelSetup(name, module, gm, layers, param_layers, shape, classes, teacher, target)
+    return ModelSetup(
+        name, module, gm, layers, param_layers, shape, classes, teacher, target, vocab
+    )
 
 
 def _resolve(
@@ -215,7 +225,8 @@ def synthetic_batch(
     The same arguments always give the same batch, whatever the number of workers.
     """
     generator = torch.Generator().manual_seed(_seed_of(seed, worker, step))
-    inputs = torch.randn((batch_size, *setup.input_shape), generator=generator)
-    features = F.adaptive_avg_pool1d(inputs.reshape(batch_size, 1, -1), setup.teacher.shape[0])
+    inputs = synthetic_inputs(batch_size, setup.input_shape, setup.vocab, generator)
+    flat = inputs.reshape(batch_size, 1, -1).float()  # token ids as numbers: labels follow them
+    features = F.adaptive_avg_pool1d(flat, setup.teacher.shape[0])
     labels = (features.reshape(batch_size, -1) @ setup.teacher).argmax(dim=1)
     return inputs, labels

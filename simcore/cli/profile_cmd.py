@@ -27,8 +27,14 @@ def register(subparsers: Any) -> None:
         "a real model over several steps and write the trace JSON that the simulator reads.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="built-in model name (see `sgdsim profile --list-models`)")
-    which.add_argument("--model-path", help="user model factory as package.module:function")
+    which.add_argument(
+        "--model",
+        help="built-in model name (see `sgdsim profile --list-models`) or package.module:factory, "
+        "as `sgdsim validate --model` takes it",
+    )
+    which.add_argument(
+        "--model-path", help="user model factory as package.module:function (--model takes it too)"
+    )
     which.add_argument("--list-models", action="store_true", help="list built-in models and exit")
     parser.add_argument("--batch-size", type=int, default=32, help="examples per step (default 32)")
     parser.add_argument("--steps", type=int, default=20, help="profiled steps kept (default 20)")
@@ -82,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         for name, spec in models.MODELS.items():
             print(f"{name:<18} {spec.description}")
         return 0
-    model: Any = args.model if args.model else models.load_factory(args.model_path)
-    name = args.model or args.model_path.rsplit(":", 1)[-1]
+    factory_path = args.model_path or (args.model if ":" in (args.model or "") else None)
+    model: Any = models.load_factory(factory_path) if factory_path else args.model
+    name = factory_path.rsplit(":", 1)[-1] if factory_path else args.model
     try:
         trace = _profile(args, model, name, shape)
     except SgdsimError:
