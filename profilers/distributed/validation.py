@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from profilers import host_load
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, compute_s_per_step, fit_comm_cpu
 from profilers.distributed.config import Architecture, Overlap, RunConfig
 from profilers.distributed.link_duplex import duplex_text, measure_duplex
@@ -428,14 +429,37 @@ def measure(
         say(link_sharing_text(sharing))
     solos: list[RunResult] = []
     alones: list[RunResult] = []
+    # Runs that shared the machine with other work (host_load): the cores it used, per run.
+    disturbed: list[float] = []
+
+    def watched(config: RunConfig, what: str) -> tuple[RunResult, str]:
+        """The run, and a note if other work used the machine meanwhile ("" if not)."""
+        start = host_load.sample()
+        result = testbed.run(config)
+        load = host_load.load_since(start)
+        note = load.note(what) if load is not None else ""
+        if note and load is not None:
+            disturbed.append(load.others_cores)
+        return result, note
+
+    def say_all(*lines: str) -> None:
+        for line in lines:
+            if line:
+                say(line)
 
     def profile_pair() -> None:
         # In turns: a drift of the machine touches both kinds alike.
-        solos.append(testbed.run(base))
-        alones.append(testbed.run(_run_config(base, Architecture.ALLREDUCE, 1)))
-        say(
-            f"solo profile run {len(solos)}/{profile_runs}: {solos[-1].examples_per_s:.1f} "
-            "examples/s"
+        n = len(solos) + 1
+        solo_run, solo_note = watched(base, f"solo profile run {n}")
+        alone_run, alone_note = watched(
+            _run_config(base, Architecture.ALLREDUCE, 1), f"computation-alone run {n}"
+        )
+        solos.append(solo_run)
+        alones.append(alone_run)
+        say_all(
+            f"solo profile run {n}/{profile_runs}: {solo_run.examples_per_s:.1f} examples/s",
+            solo_note,
+            alone_note,
         )
 
     # The first pair now (the link measurements need the model's bytes); the others spread
@@ -514,7 +538,10 @@ def measure(
                 measured, solo_more=tuple(solos[1:]), alone_more=tuple(alones[1:])
             )
         for arch, workers in plan:
-            run = testbed.run(_run_config(base, arch, workers))
+            n = len(runs[(arch, workers)]) + 1
+            run, note = watched(
+                _run_config(base, arch, workers), f"{arch.value} W={workers} run {n}"
+            )
             runs[(arch, workers)].append(run)
             done = runs[(arch, workers)]
             if len(done) == repetitions:
@@ -525,11 +552,19 @@ def measure(
                     f"{arch.value} W={workers}: run {len(done)}/{repetitions}: "
                     f"{run.examples_per_s:.1f} examples/s"
                 )
+            say_all(note)
             points = tuple(
                 MeasuredPoint(a, w, tuple(runs[(a, w)])) for a, w in plan if runs[(a, w)]
             )
             measured = dataclasses.replace(measured, points=points)
             keep(measured)
+    if disturbed:
+        total = len(solos) + len(alones) + sum(len(done) for done in runs.values())
+        say(
+            f"note: {len(disturbed)} of the {total} runs shared the machine with other work (up "
+            f"to {max(disturbed):.2f} cores): their examples/s, and the errors against them, are "
+            "not those of an idle machine; validate again on an idle one before trusting them"
+        )
     return measured
 
 
