@@ -83,6 +83,23 @@ def test_the_note_names_the_cores_and_stays_quiet_on_an_idle_machine() -> None:
     assert "during ps-async W=2 run 1" in note
 
 
+def _tiny_validation_lines(workers_max: int, architecture: str) -> list[str]:
+    """The progress lines of a validation's real part at the smallest settings (one run each)."""
+    lines: list[str] = []
+    validation.measure(
+        TINY,
+        batch_size=8,
+        steps=6,
+        warmup=2,
+        workers_max=workers_max,
+        architectures=(architecture,),
+        repetitions=1,
+        profile_runs=1,
+        progress=lines.append,
+    )
+    return lines
+
+
 def test_a_validation_names_its_runs_that_shared_the_machine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -95,18 +112,7 @@ def test_a_validation_names_its_runs_that_shared_the_machine(
         return HostLoad(1.0, 0.9 if len(watched) % 2 == 0 else 0.0, 2)
 
     monkeypatch.setattr(host_load, "load_since", busy_every_other)
-    lines: list[str] = []
-    validation.measure(
-        TINY,
-        batch_size=8,
-        steps=6,
-        warmup=2,
-        workers_max=2,
-        architectures=("ps-sync",),
-        repetitions=1,
-        profile_runs=1,
-        progress=lines.append,
-    )
+    lines = _tiny_validation_lines(workers_max=2, architecture="ps-sync")
     # the solo profile, the computation alone, ps-sync W=1 and W=2: the 2nd and 4th were busy
     assert len(watched) == 4
     notes = [line for line in lines if line.startswith("note: other processes")]
@@ -122,18 +128,7 @@ def test_a_validation_names_its_runs_that_shared_the_machine(
 
 def test_an_idle_validation_prints_no_note(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_load, "load_since", lambda _start: HostLoad(1.0, 0.0, 2))
-    lines: list[str] = []
-    validation.measure(
-        TINY,
-        batch_size=8,
-        steps=6,
-        warmup=2,
-        workers_max=1,
-        architectures=("ps-async",),
-        repetitions=1,
-        profile_runs=1,
-        progress=lines.append,
-    )
+    lines = _tiny_validation_lines(workers_max=1, architecture="ps-async")
     assert lines and not any(line.startswith("note:") for line in lines)
 
 
