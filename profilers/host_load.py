@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,10 +76,12 @@ def process_times(stat_text: str) -> tuple[int, int, float]:
 
 
 def tree_ticks(processes: Iterable[tuple[int, int, float]], root: int) -> float:
-    """CPU ticks of ``root`` and every process descending from it."""
+    """CPU ticks of ``root`` and every process descending from it, from (pid, parent pid,
+    ticks) of every process."""
     children: dict[int, list[int]] = {}
-    ticks: Mapping[int, float] = {pid: t for pid, _, t in processes}
-    for pid, ppid, _ in processes:
+    ticks: dict[int, float] = {}
+    for pid, ppid, own in processes:
+        ticks[pid] = own
         children.setdefault(ppid, []).append(pid)
     total, stack = 0.0, [root]
     while stack:

@@ -43,6 +43,7 @@ def test_the_tree_holds_the_root_and_every_descendant_only() -> None:
     assert tree_ticks(procs, 10) == 5.0 + 7 + 11  # not its sibling 20 nor the parent
     assert tree_ticks(procs, 12) == 11.0
     assert tree_ticks(procs, 99) == 0.0  # gone
+    assert tree_ticks(iter(procs), 10) == 5.0 + 7 + 11  # read once: a generator will do
 
 
 def test_a_finished_child_counts_as_the_trees_own_work() -> None:
