@@ -3,6 +3,7 @@ share of them, and the notes a validation prints for runs that did not have the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import subprocess
@@ -13,6 +14,12 @@ import pytest
 
 from profilers import host_load
 from profilers.distributed import validation
+from profilers.distributed.measurements import (
+    Measurements,
+    measurements_from_dict,
+    measurements_to_dict,
+)
+from profilers.distributed.validation import host_load_text
 from profilers.host_load import (
     NOTE_CORES,
     HostLoad,
@@ -84,10 +91,11 @@ def test_the_note_names_the_cores_and_stays_quiet_on_an_idle_machine() -> None:
     assert "during ps-async W=2 run 1" in note
 
 
-def _tiny_validation_lines(workers_max: int, architecture: str) -> list[str]:
-    """The progress lines of a validation's real part at the smallest settings (one run each)."""
+def _tiny_validation(workers_max: int, architecture: str) -> tuple[list[str], Measurements]:
+    """The progress lines of a validation's real part at the smallest settings (one run each),
+    and what it measured."""
     lines: list[str] = []
-    validation.measure(
+    measured = validation.measure(
         TINY,
         batch_size=8,
         steps=6,
@@ -98,7 +106,7 @@ def _tiny_validation_lines(workers_max: int, architecture: str) -> list[str]:
         profile_runs=1,
         progress=lines.append,
     )
-    return lines
+    return lines, measured
 
 
 def test_a_validation_names_its_runs_that_shared_the_machine(
@@ -113,7 +121,7 @@ def test_a_validation_names_its_runs_that_shared_the_machine(
         return HostLoad(1.0, 0.9 if len(watched) % 2 == 0 else 0.0, 2)
 
     monkeypatch.setattr(host_load, "load_since", busy_every_other)
-    lines = _tiny_validation_lines(workers_max=2, architecture="ps-sync")
+    lines, measured = _tiny_validation(workers_max=2, architecture="ps-sync")
     # the solo profile, the computation alone, ps-sync W=1 and W=2: the 2nd and 4th were busy
     assert len(watched) == 4
     notes = [line for line in lines if line.startswith("note: other processes")]
@@ -123,16 +131,43 @@ def test_a_validation_names_its_runs_that_shared_the_machine(
     ]
     assert lines[lines.index(notes[1]) - 1].startswith("ps-sync W=2:")  # after the run's line
     assert lines[-1].startswith(
-        "note: 2 of the 4 runs shared the machine with other work (up to 0.90"
+        "note: 2 of the 4 runs shared the machine with other work (up to 0.90 cores; "
+        "computation alone, ps-sync W=2)"
+    )
+    # kept with the runs: a report from the saved runs says it too
+    assert [r.other_cores for r in (measured.solo, measured.alone)] == [0.0, 0.9]
+    again = measurements_from_dict(measurements_to_dict(measured))
+    assert host_load_text(again) == lines[-1]
+    assert host_load_text(dataclasses.replace(again, points=())).startswith(
+        "note: 1 of the 2 runs shared the machine with other work (up to 0.90 cores; "
+        "computation alone)"
     )
 
 
 def test_an_idle_validation_prints_no_note(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_load, "load_since", lambda _start: HostLoad(1.0, 0.0, 2))
-    lines = _tiny_validation_lines(workers_max=1, architecture="ps-async")
+    lines, measured = _tiny_validation(workers_max=1, architecture="ps-async")
     assert lines and not any(line.startswith("note:") for line in lines)
+    assert host_load_text(measured) == ""
+    # runs saved before they were watched: nothing to say either
+    unwatched = dataclasses.replace(measured.solo, other_cores=None)
+    assert host_load_text(dataclasses.replace(measured, solo=unwatched, points=())) == ""
 
 
 def test_unreadable_counters_give_no_load() -> None:
     start = host_load.HostSample(time.monotonic(), None, 0.0, os.getpid())
     assert host_load.load_since(start) is None
+
+
+def test_a_saved_runs_host_load_round_trips_and_a_bad_one_is_named() -> None:
+    from profilers.distributed.records import run_from_dict, run_to_dict
+    from simcore.errors import ConfigError
+
+    _lines, measured = _tiny_validation(workers_max=1, architecture="ps-async")
+    doc = run_to_dict(measured.solo)
+    assert doc["other_cores"] == measured.solo.other_cores
+    assert run_from_dict(doc).other_cores == measured.solo.other_cores
+    for bad in (-0.5, float("nan"), "lots"):
+        doc["other_cores"] = bad
+        with pytest.raises(ConfigError, match=r"x\.json: other_cores: "):
+            run_from_dict(doc, "x.json")

@@ -138,6 +138,9 @@ class RunResult:
     compute_summary: Mapping[str, float] | None = None
     # Stands in for the spans' link occupancy in a compacted run (link_occupancy).
     occupancy_summary: LinkOccupancy | None = None
+    # The cores other processes used on average while the run ran (profilers.host_load); None:
+    # not watched (a run by itself, or saved before 2026-11-29).
+    other_cores: float | None = None
 
     # --- throughput ----------------------------------------------------------------------------
 
@@ -336,6 +339,8 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         doc["compute_s_per_layer"] = dict(result.compute_summary)
     if result.occupancy_summary is not None:
         doc["link_occupancy"] = occupancy_to_dict(result.occupancy_summary)
+    if result.other_cores is not None:
+        doc["other_cores"] = result.other_cores
     return doc
 
 
@@ -388,6 +393,11 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         where = "link_occupancy"
         raw_occupancy = data.get("link_occupancy")
         occupancy = None if raw_occupancy is None else occupancy_from_dict(raw_occupancy)
+        where = "other_cores"
+        raw_other = data.get("other_cores")
+        other_cores = None if raw_other is None else float(raw_other)
+        if other_cores is not None and not (math.isfinite(other_cores) and other_cores >= 0):
+            raise ValueError(f"{raw_other!r} is not a number of cores >= 0")
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
@@ -400,6 +410,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         steps,
         compute_summary=summary,
         occupancy_summary=occupancy,
+        other_cores=other_cores,
     )
 
 

@@ -429,18 +429,17 @@ def measure(
         say(link_sharing_text(sharing))
     solos: list[RunResult] = []
     alones: list[RunResult] = []
-    # Runs that shared the machine with other work (host_load): the cores it used, per run.
-    disturbed: list[float] = []
 
     def watched(config: RunConfig, what: str) -> tuple[RunResult, str]:
         """The run, and a note if other work used the machine meanwhile ("" if not)."""
         start = host_load.sample()
         result = testbed.run(config)
         load = host_load.load_since(start)
-        note = load.note(what) if load is not None else ""
-        if note and load is not None:
-            disturbed.append(load.others_cores)
-        return result, note
+        if load is None:
+            return result, ""
+        note = load.note(what)
+        # Kept with the run, so that a report from the saved runs says it too (host_notes).
+        return dataclasses.replace(result, other_cores=round(load.others_cores, 3)), note
 
     def say_all(*lines: str) -> None:
         for line in lines:
@@ -558,13 +557,8 @@ def measure(
             )
             measured = dataclasses.replace(measured, points=points)
             keep(measured)
-    if disturbed:
-        total = len(solos) + len(alones) + sum(len(done) for done in runs.values())
-        say(
-            f"note: {len(disturbed)} of the {total} runs shared the machine with other work (up "
-            f"to {max(disturbed):.2f} cores): their examples/s, and the errors against them, are "
-            "not those of an idle machine; validate again on an idle one before trusting them"
-        )
+    if host_load_text(measured):
+        say(host_load_text(measured))
     return measured
 
 
@@ -894,6 +888,28 @@ def solo_runs_text(runs: Sequence[RunResult]) -> str:
     rates = [r.examples_per_s for r in runs]
     apart = (max(rates) - min(rates)) / statistics.fmean(rates)
     return f"mean of {', '.join(f'{x:.1f}' for x in rates)}: {100 * apart:.1f}% apart"
+
+
+def host_load_text(measured: Measurements | None) -> str:
+    """A note naming the runs that shared the machine with other work (``other_cores`` at least
+    ``host_load.NOTE_CORES``); "" when none did or the runs were not watched (saved before
+    2026-11-29)."""
+    if measured is None:
+        return ""
+    named = [("solo profile", r) for r in measured.solo_runs]
+    named += [("computation alone", r) for r in measured.alone_runs]
+    named += [(f"{p.architecture.value} W={p.workers}", r) for p in measured.points for r in p.runs]
+    watched = [(name, r.other_cores) for name, r in named if r.other_cores is not None]
+    busy = [(name, cores) for name, cores in watched if cores >= host_load.NOTE_CORES]
+    if not busy:
+        return ""
+    where = ", ".join(dict.fromkeys(name for name, _ in busy))  # in order, each once
+    return (
+        f"note: {len(busy)} of the {len(watched)} runs shared the machine with other work (up "
+        f"to {max(cores for _, cores in busy):.2f} cores; {where}): their examples/s, and the "
+        "errors against them, are not those of an idle machine; validate again on an idle one "
+        "before trusting them"
+    )
 
 
 def comm_thread_text(measured: CommThreadCpu | None) -> str:
@@ -1424,6 +1440,8 @@ def report_text(report: ValidationReport) -> str:
         f"examples/s measured ({solo_runs_text(solo_runs)}), {report.solo_simulated:.1f} "
         f"simulated from their trace ({100 * solo_error:+.1f}%)"
     )
+    if host_load_text(report.measurements):
+        lines.append(host_load_text(report.measurements))
     for table in report_tables(report):
         lines += ["", table.text()]
     lines += ["", COLUMNS_TEXT]

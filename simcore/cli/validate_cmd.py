@@ -521,6 +521,8 @@ def _point_details(p: ValidationPoint) -> dict[str, Any]:
 
 
 def _report_dict(report: ValidationReport) -> dict[str, Any]:
+    from profilers.distributed.validation import host_load_text
+
     return {
         "model_name": report.model_name,
         "batch_size": report.batch_size,
@@ -530,6 +532,8 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "threads": report.threads,
         "solo_examples_per_s": report.solo_examples_per_s,
         "solo_simulated_examples_per_s": report.solo_simulated,
+        # runs that shared the machine with other work (profilers.host_load); "" if none
+        "host_load_note": host_load_text(report.measurements),
         "testbed_link_rate_bps": report.link_rate_bps,
         "testbed_burst_s": report.testbed_burst_s,
         "flow_weight_cv": report.flow_weight_cv,
