@@ -143,7 +143,7 @@ def _params_used(
         prefix = str(node.target)
         used.extend((f"{prefix}.{n}", p) for n, p in modules[prefix].named_parameters())
     for src in _attr_ancestors(node):
-        value = _fetch_attr(gm, str(src.target))
+        value = fetch_attr(gm, str(src.target))
         if isinstance(value, nn.Parameter):
             used.append((str(src.target), value))
     return used
@@ -154,7 +154,8 @@ def _attr_ancestors(node: fx.Node) -> list[fx.Node]:
     return [src for src in node.all_input_nodes if src.op == "get_attr"]
 
 
-def _fetch_attr(gm: fx.GraphModule, target: str) -> object:
+def fetch_attr(gm: fx.GraphModule, target: str) -> object:
+    """The module attribute a ``get_attr`` node's dotted ``target`` names."""
     obj: object = gm
     for part in target.split("."):
         obj = getattr(obj, part)

@@ -17,6 +17,8 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from profilers.dataflow import fetch_attr
+
 
 def token_vocab(gm: fx.GraphModule) -> int | None:
     """The number of rows of the smallest embedding table the graph's input indexes directly
@@ -41,9 +43,7 @@ def token_vocab(gm: fx.GraphModule) -> int | None:
 def _rows_of(gm: fx.GraphModule, node: object) -> int | None:
     if not isinstance(node, fx.Node) or node.op != "get_attr":
         return None
-    value: object = gm
-    for part in str(node.target).split("."):
-        value = getattr(value, part)
+    value = fetch_attr(gm, str(node.target))
     return int(value.shape[0]) if isinstance(value, torch.Tensor) else None
 
 

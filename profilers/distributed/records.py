@@ -395,9 +395,9 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         occupancy = None if raw_occupancy is None else occupancy_from_dict(raw_occupancy)
         where = "other_cores"
         raw_other = data.get("other_cores")
-        other_cores = None if raw_other is None else float(raw_other)
-        if other_cores is not None and not (math.isfinite(other_cores) and other_cores >= 0):
-            raise ValueError(f"{raw_other!r} is not a number of cores >= 0")
+        other_cores = (
+            None if raw_other is None else _non_negative(raw_other, "a number of cores >= 0")
+        )
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
@@ -416,9 +416,14 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
 
 def seconds_from_json(value: Any) -> float:
     """A duration read from a run file: a finite number >= 0 (ValueError otherwise)."""
+    return _non_negative(value, "a duration in seconds")
+
+
+def _non_negative(value: Any, what: str) -> float:
+    """``value`` as a finite number >= 0; ValueError saying it is not ``what`` otherwise."""
     number = float(value)
     if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{value!r} is not a duration in seconds")
+        raise ValueError(f"{value!r} is not {what}")
     return number
 
 

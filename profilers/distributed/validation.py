@@ -438,7 +438,7 @@ def measure(
         if load is None:
             return result, ""
         note = load.note(what)
-        # Kept with the run, so that a report from the saved runs says it too (host_notes).
+        # Kept with the run, so that a report from the saved runs says it too (host_load_text).
         return dataclasses.replace(result, other_cores=round(load.others_cores, 3)), note
 
     def say_all(*lines: str) -> None:
@@ -557,8 +557,9 @@ def measure(
             )
             measured = dataclasses.replace(measured, points=points)
             keep(measured)
-    if host_load_text(measured):
-        say(host_load_text(measured))
+    shared = host_load_text(measured)
+    if shared:
+        say(shared)
     return measured
 
 
@@ -1440,8 +1441,9 @@ def report_text(report: ValidationReport) -> str:
         f"examples/s measured ({solo_runs_text(solo_runs)}), {report.solo_simulated:.1f} "
         f"simulated from their trace ({100 * solo_error:+.1f}%)"
     )
-    if host_load_text(report.measurements):
-        lines.append(host_load_text(report.measurements))
+    shared = host_load_text(report.measurements)
+    if shared:
+        lines.append(shared)
     for table in report_tables(report):
         lines += ["", table.text()]
     lines += ["", COLUMNS_TEXT]
