@@ -141,14 +141,18 @@ def plot(report: ValidationReport, out: ScenarioOutput) -> None:
 
 def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
     """Per architecture, its largest W: the first repetition's timeline above the simulated one
-    (the simulator's first replication), two steps from the middle of each run."""
+    (the simulator's first replication), two steps from the middle of each run; none for an
+    architecture whose runs there kept no timeline (a compacted file's, with fewer workers
+    selected)."""
     measured, predictor = report.measurements, report.predictor
     if measured is None or predictor is None:
         return
     largest = measured.largest_points()
     predicted = {(p.architecture, p.workers): p.simulated for p in report.points}
     for arch, point in largest.items():
-        run = point.runs[0]
+        run = next((r for r in point.runs if r.spans), None)
+        if run is None:  # a compacted file keeps the spans of the most workers' first run only
+            continue
         first = run.config.warmup + (run.config.steps - run.config.warmup - SHOWN_STEPS) // 2
         result = predictor.simulation(arch, point.workers, timeline=True)
         sim_config = result.config

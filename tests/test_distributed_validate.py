@@ -258,3 +258,28 @@ def test_the_printed_simulate_commands_give_the_validations_predictions(
         assert simulated == pytest.approx(
             predicted[table], rel=0.02 if table == "ps-async" else 0.005
         )
+
+
+def test_the_scenario_predicts_the_selected_points_of_a_compacted_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A compacted file keeps the timeline of each architecture's most workers only: with
+    fewer selected, the scenario draws no timeline for it rather than failing on it."""
+    from test_validation_measurements import measurements
+
+    from profilers.distributed.measurements import compacted, save_measurements
+
+    runs = save_measurements(compacted(measurements()), tmp_path / "runs.json.gz")
+    scenario = load("validate")
+    argv = ["--from-runs", str(runs), "--quiet", "--arch", "ps-sync", "--workers-max", "1"]
+    assert scenario.main([*argv, "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    with open(tmp_path / "one" / "validate.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["table"], int(r["workers"])) for r in rows] == [("ps-sync", 1)]
+    assert not list((tmp_path / "one").glob("validate-timeline-*.png"))
+    # Every point: the largest W's timelines are drawn as before.
+    assert scenario.main(["--from-runs", str(runs), "--quiet", "--out", str(tmp_path / "all")]) == 0
+    capsys.readouterr()
+    drawn = sorted(p.name for p in (tmp_path / "all").glob("validate-timeline-*.png"))
+    assert drawn == ["validate-timeline-allreduce.png", "validate-timeline-ps-sync.png"]

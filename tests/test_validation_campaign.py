@@ -38,7 +38,9 @@ from profilers.distributed.config import Overlap, RunConfig
 from profilers.distributed.link_profile import measured_ring_cpu_work
 from profilers.distributed.measurements import (
     Measurements,
+    PointSelection,
     compacted,
+    held_text,
     load_measurements,
     measurements_to_dict,
     save_measurements,
@@ -945,3 +947,87 @@ def test_the_readme_repeat_gaps_are_what_the_kept_runs_give() -> None:
         f"profile runs and its parameter-server W = 1 point {mean_max(profile)} ({len(profile)})"
     )
     assert phrase in readme_flowing(), f"README should say: {phrase}"
+
+
+def test_a_selection_keeps_the_points_asked_for_and_says_what_a_file_holds() -> None:
+    m = measurements()  # mlp, batch 8: ps-sync W=1/2, allreduce W=2
+    assert not PointSelection()
+    kept = PointSelection(architectures=("ps-sync",), workers_max=1).apply(m)
+    assert kept is not None
+    assert [(p.architecture.value, p.workers) for p in kept.points] == [("ps-sync", 1)]
+    assert (kept.solo, kept.alone, kept.solo_more) == (m.solo, m.alone, m.solo_more)
+    by_label = PointSelection(model="mlp-b8", architectures=("allreduce",)).apply(m)
+    assert by_label is not None and [p.workers for p in by_label.points] == [2]
+    assert PointSelection(model="cnn").apply(m) is None
+    assert PointSelection(architectures=("ps-async",)).apply(m) is None
+    assert held_text(m) == "mlp-b8: ps-sync W=1/2, allreduce W=2"
+    missing = PointSelection(architectures=("ps-async",), workers_max=3)
+    assert missing.nothing_text(m, "r.json.gz") == (
+        "--arch ps-async --workers-max 3: r.json.gz holds no such point "
+        "(it holds mlp-b8: ps-sync W=1/2, allreduce W=2)"
+    )
+    assert PointSelection(model="cnn").nothing_text(m, "r.json.gz") == (
+        "--model cnn: r.json.gz holds runs of mlp"
+    )
+
+
+def test_validate_from_runs_predicts_only_the_points_selected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--arch and --workers-max select among saved points, as --model among a campaign's files;
+    what selects nothing is named with what is there, one line, nothing printed on stdout."""
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    args = ["validate", "--from-runs", str(runs), "--quiet", "--json"]
+    assert main([*args, "--arch", "ps-sync", "--workers-max", "1"]) == 0
+    points = output(capsys.readouterr().out)["points"]
+    assert [(p["architecture"], p["workers"]) for p in points] == [("ps-sync", 1)]
+    assert main([*args, "--arch", "ps-async"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"--arch ps-async: {runs} holds no such point (it holds mlp-b8: ps-sync" in err
+    folder, _ = _campaign(tmp_path)
+    campaign = ["validate", "--from-runs", str(folder), "--quiet", "--json"]
+    assert main([*campaign, "--model", "mlp", "--arch", "allreduce"]) == 0
+    points = output(capsys.readouterr().out)["points"]
+    assert [(p["architecture"], p["workers"]) for p in points] == [
+        (architecture_label("allreduce", "layerwise"), 2),
+        (architecture_label("allreduce", "strict"), 2),
+    ]
+    assert main([*campaign, "--model", "cnn"]) == 1
+    err = capsys.readouterr().err
+    assert "--model cnn: no point of the campaign" in err and "it holds mlp-b8: ps-sync" in err
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--steps", "5"],
+        ["--batch-size", "4"],
+        ["--repetitions", "2"],
+        ["--overlap", "strict"],
+        ["--seed", "3"],
+        ["--testbed", "100Mbit/s"],
+    ],
+)
+def test_validate_from_runs_refuses_how_to_measure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str]
+) -> None:
+    """The saved runs say how they were measured: a value given for it would be ignored."""
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    folder, _ = _campaign(tmp_path)
+    for source in (str(runs), str(folder)):
+        assert main(["validate", "--from-runs", source, "--quiet", *given]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err
+        assert f"{given[0]}: not with --from-runs (the saved runs say how" in err
+
+
+def test_the_link_is_said_once_in_the_report_not_again_in_the_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    assert main(["validate", "--from-runs", str(runs)]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["predicting 3 point(s) from the solo profile"]
+    assert [line for line in out.splitlines() if line.startswith("link: ")] != []
+    assert len([line for line in out.splitlines() if line.startswith("link: ")]) == 1

@@ -23,7 +23,12 @@ from importlib import resources
 from pathlib import Path
 
 from profilers.distributed.config import Architecture
-from profilers.distributed.measurements import Measurements, load_measurements
+from profilers.distributed.measurements import (
+    Measurements,
+    PointSelection,
+    held_text,
+    load_measurements,
+)
 from profilers.distributed.noise_floor import NOISE_Z, RepeatGap, noise_floor
 from profilers.distributed.validation import (
     COLUMNS_TEXT,
@@ -155,14 +160,17 @@ def assess_campaign(
     progress: Progress | None = None,
     ring_cpu_placement: str = RING_CPU_PLACEMENT,
     flow_sharing: str = FRESH_SHARING,
+    selection: PointSelection | None = None,
 ) -> CampaignReport:
     """Assess every saved validation under ``paths`` (files or folders, see
-    :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one.
+    :func:`campaign_files`) as :func:`~profilers.distributed.validation.assess` does one;
+    ``selection``: only its points, leaving out the files that hold none of them.
 
     Raises
     ------
     ConfigError : a path is missing or a file is not saved runs, or one cannot be assessed as
-        asked (each named), or ``fit_rate_bps`` is not one of the campaign's link rates.
+        asked (each named), or ``fit_rate_bps`` is not one of the campaign's link rates, or
+        ``selection`` selects nothing.
     """
     say = progress or (lambda _line: None)
     files = campaign_files(paths)
@@ -173,26 +181,44 @@ def assess_campaign(
             said[0] = done
             say(f"assessed {done}/{len(files)} files")
 
-    reports = run_tasks(
+    assessed_files = run_tasks(
         _assess_file,
-        [(path, link, ring_cpu_placement, flow_sharing) for _, path in files],
+        [(path, link, ring_cpu_placement, flow_sharing, selection) for _, path in files],
         planned=[1] * len(files),
         progress=assessed,
     )
+    pairs = zip(files, assessed_files, strict=True)
+    kept = [(given, r) for (given, _), r in pairs if not isinstance(r, str)]
+    if not kept:
+        assert selection is not None  # only a selection leaves a file out
+        held = "; ".join(dict.fromkeys(r for r in assessed_files if isinstance(r, str)))
+        raise ConfigError(
+            f"{selection.text()}: no point of the campaign ({' '.join(paths)}) is selected; "
+            f"it holds {held}"
+        )
+    reports = [r for _, r in kept if isinstance(r, ValidationReport)]
     rates = {r.link_rate_bps for r in reports}
     if fit_rate_bps is not None and fit_rate_bps not in rates:
         known = ", ".join(_rate_text(r) for r in sorted(rates, key=lambda x: x or 0))
         raise ConfigError(
             f"--fit-rate: {_rate_text(fit_rate_bps)} is not a link rate of the campaign ({known})"
         )
-    return CampaignReport(tuple(g for g, _ in files), tuple(reports), fit_rate_bps)
+    return CampaignReport(tuple(g for g, _ in kept), tuple(reports), fit_rate_bps)
 
 
 def _assess_file(
-    item: tuple[Path, LinkSettings | None, str, str], _progress: TaskProgress | None
-) -> ValidationReport:
-    path, link, ring_cpu_placement, flow_sharing = item
+    item: tuple[Path, LinkSettings | None, str, str, PointSelection | None],
+    _progress: TaskProgress | None,
+) -> ValidationReport | str:
+    """The file's validation assessed; when ``selection`` leaves none of its points, what
+    the file holds instead (its model and points, for the message if no file is selected)."""
+    path, link, ring_cpu_placement, flow_sharing, selection = item
     measured = load_measurements(path)
+    if selection:
+        selected = selection.apply(measured)
+        if selected is None:
+            return held_text(measured)
+        measured = selected
     try:
         return assess(
             measured,
@@ -383,7 +409,8 @@ def campaign_text(report: CampaignReport) -> str:
     models = sorted({_model_text(r) for r in report.reports})
     runs = sum(len(p.measured) for _, p, _ in report.rows())
     lines = [
-        f"{len(report.reports)} validations ({', '.join(models)}; links "
+        f"{len(report.reports)} validation{'' if len(report.reports) == 1 else 's'} "
+        f"({', '.join(models)}; links "
         f"{', '.join(_rate_text(r) for r in report.halves())}), {len(report.rows())} points, "
         f"{runs} real runs; each predicted from its own one-worker profile and link measurement"
         + (

@@ -73,7 +73,9 @@ from simcore.files import atomic_output, read_json_file
 __all__ = [
     "MeasuredPoint",
     "Measurements",
+    "PointSelection",
     "compacted",
+    "held_text",
     "load_measurements",
     "measurements_from_dict",
     "measurements_to_dict",
@@ -163,6 +165,62 @@ class Measurements:
 
 
 COMPACT_DECIMALS = 7  # timestamps and durations to 0.1 us: far below any op the runs time
+
+
+@dataclass(frozen=True)
+class PointSelection:
+    """Which points of saved runs to predict again (``sgdsim validate --from-runs`` with
+    ``--model``, ``--arch`` or ``--workers-max``); None selects every model, architecture or W.
+    The one-worker runs the profile pools are kept whatever is selected."""
+
+    model: str | None = None
+    architectures: tuple[str, ...] | None = None
+    workers_max: int | None = None
+
+    def __bool__(self) -> bool:
+        return (self.model, self.architectures, self.workers_max) != (None, None, None)
+
+    def apply(self, measured: Measurements) -> Measurements | None:
+        """``measured`` with the selected points only; None when it holds none of them (another
+        model, or none of the architectures and worker counts asked for)."""
+        if not self.takes_model(measured):
+            return None
+        points = tuple(
+            p
+            for p in measured.points
+            if (self.architectures is None or p.architecture.value in self.architectures)
+            and (self.workers_max is None or p.workers <= self.workers_max)
+        )
+        return dataclasses.replace(measured, points=points) if points else None
+
+    def takes_model(self, measured: Measurements) -> bool:
+        """Whether ``measured`` is of the model asked for: its name as the runs were given it
+        (``cnn``, ``pkg.mod:factory``) or as the reports label it (``cnn-b32``)."""
+        base = measured.base
+        return self.model is None or self.model in (base.model, f"{base.model}-b{base.batch_size}")
+
+    def nothing_text(self, measured: Measurements, source: str) -> str:
+        """Why ``apply`` selected nothing of ``measured``: what was asked and what it holds."""
+        if not self.takes_model(measured):
+            return f"--model {self.model}: {source} holds runs of {measured.base.model}"
+        return f"{self.text()}: {source} holds no such point (it holds {held_text(measured)})"
+
+    def text(self) -> str:
+        """The options that made the selection, as given."""
+        parts = [f"--model {self.model}"] if self.model is not None else []
+        parts += [f"--arch {arch}" for arch in self.architectures or ()]
+        if self.workers_max is not None:
+            parts.append(f"--workers-max {self.workers_max}")
+        return " ".join(parts)
+
+
+def held_text(measured: Measurements) -> str:
+    """``cnn-b32: ps-async W=1/2, allreduce W=1/2``: the model and points ``measured`` holds."""
+    held: dict[str, list[str]] = {}
+    for p in measured.points:
+        held.setdefault(p.architecture.value, []).append(str(p.workers))
+    points = ", ".join(f"{arch} W={'/'.join(workers)}" for arch, workers in held.items())
+    return f"{measured.base.model}-b{measured.base.batch_size}: {points or 'no points'}"
 
 
 def compacted(m: Measurements) -> Measurements:

@@ -773,27 +773,9 @@ def assess(
                 else "after each all-reduce"
             )
         )
-    ring_text = ""
-    if ring_message_latency_s is not None:
-        count = (
-            "2(W-1) a layer"
-            if ring_segment_bytes is None
-            else f"gloo's segments of at most {format_bytes(ring_segment_bytes)}"
-        )
-        rates = model_of.ring_bytes_bandwidths_text()
-        if rates:
-            rates = f"; its bytes at {rates} (rings of each W measured alone)"
-        ring_text = (
-            f" (ring AllReduce: plus {format_seconds(ring_message_latency_s)} per message, "
-            f"{count}, from the ring of fewest nodes measured alone{rates})"
-        )
-    elif ring_bandwidth_bps is not None:
-        ring_text = f" (ring AllReduce: {ring_bandwidth_bps / 1e9:.3f} Gbit/s, as measured alone)"
-    say(
-        f"predicting with a link of {bandwidth_bps / 1e9:.3f} Gbit/s{ring_text}, flow weight "
-        f"cv {weight_cv.value:.3f}; {comm_cpu_text(comm_cpu)}"
-    )
-    say(link_text)
+    # The values behind the predictions are the report's (link_text and the lines after it);
+    # the progress only says what is under way.
+    say(f"predicting {len(measured.points)} point(s) from the solo profile")
     points = tuple(
         model_of.point(p.architecture, p.workers, p.runs, solo, ideal=ideal)
         for p in measured.points

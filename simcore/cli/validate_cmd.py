@@ -35,7 +35,7 @@ from simcore.units import parse_bandwidth, parse_duration
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from profilers.distributed.measurements import Measurements
+    from profilers.distributed.measurements import Measurements, PointSelection
     from profilers.distributed.validation import ValidationPoint, ValidationReport
     from simcore.sim.occupancy import LinkOccupancy
 
@@ -49,57 +49,72 @@ RING_CPU_PLACEMENT = "pipelined"  # = profilers.distributed.validation.RING_CPU_
 STEPS = 100  # per worker and run: fewer leave the 10-30% run-to-run spread of a busy VM
 WARMUP_STEPS = 10
 THREADS = 1  # torch threads per rank: co-located ranks would otherwise oversubscribe the cores
+OVERLAP = "layerwise"
+SEED = 0
+# The options that say how to measure, with their defaults (given as None, so that one given
+# with --from-runs, where the saved runs say it, is refused rather than silently ignored), and
+# those that, with --from-runs, select among the saved points.
+MEASURING = {
+    "batch_size": BATCH_SIZE,
+    "repetitions": REPETITIONS,
+    "profile_runs": PROFILE_RUNS,
+    "steps": STEPS,
+    "warmup": WARMUP_STEPS,
+    "overlap": OVERLAP,
+    "threads": THREADS,
+    "seed": SEED,
+    "testbed": None,
+    "testbed_burst": None,
+}
+SELECTING = {"model": MODEL, "workers_max": WORKERS_MAX}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """What to train and how to compare: shared with ``scenarios/validate.py``."""
     p.add_argument(
-        "--model", default=MODEL, help=f"built-in model or package.module:factory (default {MODEL})"
+        "--model",
+        help=f"built-in model or package.module:factory (default {MODEL}); with --from-runs: "
+        "only the runs of this model (its name, or the report's label such as cnn-b32)",
     )
     p.add_argument(
         "--batch-size",
         type=positive_int,
-        default=BATCH_SIZE,
         help=f"examples per worker and step (default {BATCH_SIZE})",
     )
     p.add_argument(
         "--workers-max",
         type=positive_int,
-        default=WORKERS_MAX,
-        help=f"largest W (default {WORKERS_MAX})",
+        help=f"largest W (default {WORKERS_MAX}); with --from-runs: only the points up to it",
     )
     p.add_argument(
         "--arch",
         action="append",
         choices=ARCHITECTURES,
-        help="architecture to run; repeat for several (default: all three)",
+        help="architecture to run; repeat for several (default: all three); with --from-runs: "
+        "only its points",
     )
     p.add_argument(
         "--repetitions",
         type=positive_int,
-        default=REPETITIONS,
         help=f"real runs per W (default {REPETITIONS})",
     )
     p.add_argument(
         "--profile-runs",
         type=positive_int,
-        default=PROFILE_RUNS,
         help=f"one-worker runs the profile pools, and as many of the computation alone "
         f"(default {PROFILE_RUNS})",
     )
     p.add_argument(
         "--steps",
         type=positive_int,
-        default=STEPS,
         help=f"steps per worker and run (default {STEPS})",
     )
     p.add_argument(
         "--warmup",
         type=nonnegative_int,
-        default=WARMUP_STEPS,
         help=f"steps per worker left out (default {WARMUP_STEPS})",
     )
-    p.add_argument("--overlap", choices=("layerwise", "strict"), default="layerwise")
+    p.add_argument("--overlap", choices=("layerwise", "strict"), help=f"(default {OVERLAP})")
     add_prediction_link_options(p)
     p.add_argument(
         "--testbed",
@@ -120,18 +135,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
         type=positive_int,
-        default=THREADS,
         help=f"torch threads per rank (default {THREADS})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the model and data (default 0)")
+    p.add_argument("--seed", type=int, help=f"seed of the model and data (default {SEED})")
     p.add_argument(
         "--from-runs",
         metavar="FILE",
         action="append",
         help="predict again from the runs an earlier validation saved (validate-runs.json.gz) "
-        "instead of running anything; the options above, except --bandwidth, are then those "
-        "of the saved runs. sgdsim validate also takes a campaign: a folder of such files, "
-        "the option repeated, or the shipped 'campaign' (the README's accuracy table)",
+        "instead of running anything: the runs say how they were measured (the options above "
+        "that set it are refused), --model, --arch and --workers-max select among their "
+        "points, and the link options replace what they measured. sgdsim validate also takes "
+        "a campaign: a folder of such files, the option repeated, or the shipped 'campaign' "
+        "(the README's accuracy table)",
     )
 
 
@@ -242,6 +258,35 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def settle_run_options(args: argparse.Namespace) -> None:
+    """Give the run options not given their defaults; with ``--from-runs`` leave them unset
+    and refuse those that say how to measure (the saved runs say it: a value given there would
+    be ignored). Idempotent."""
+    if args.from_runs:
+        for key in MEASURING:
+            if getattr(args, key, None) is not None:
+                raise ConfigError(
+                    f"--{key.replace('_', '-')}: not with --from-runs (the saved runs say how "
+                    "they were measured; --model, --arch and --workers-max select among them)"
+                )
+        return
+    for key, default in {**MEASURING, **SELECTING}.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, default)
+
+
+def point_selection(args: argparse.Namespace) -> PointSelection:
+    """The saved points ``--model``, ``--arch`` and ``--workers-max`` select (--from-runs)."""
+    from profilers.distributed.measurements import PointSelection
+
+    arch = getattr(args, "arch", None)
+    return PointSelection(
+        model=getattr(args, "model", None),
+        architectures=tuple(dict.fromkeys(arch)) if arch else None,
+        workers_max=getattr(args, "workers_max", None),
+    )
+
+
 def is_campaign(from_runs: list[str]) -> bool:
     """Whether ``--from-runs`` names a campaign (several files, a folder, a shipped campaign)
     rather than one validation's saved runs."""
@@ -271,6 +316,7 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
         progress=progress,
         ring_cpu_placement=args.ring_cpu_work,
         flow_sharing=args.flow_sharing,
+        selection=point_selection(args),
     )
 
 
@@ -334,6 +380,7 @@ def validate_with(
     from profilers.distributed.measurements import load_measurements
     from profilers.distributed.validation import assess, validate
 
+    settle_run_options(args)
     link = _link_settings(args)  # only values given (not defaults) replace what is measured
     progress = None if args.quiet else lambda line: print(line, file=sys.stderr)
     if args.from_runs:
@@ -347,6 +394,12 @@ def validate_with(
         # Resolves the one file, or says it names neither a file nor a shipped campaign.
         [(_, path)] = campaign_files(args.from_runs)
         measured = load_measurements(path)
+        selection = point_selection(args)
+        if selection:
+            selected = selection.apply(measured)
+            if selected is None:
+                raise ConfigError(selection.nothing_text(measured, str(path)))
+            measured = selected
         return assess(
             measured,
             link=link,
@@ -388,6 +441,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler: validate, print the report (text or JSON), optionally save the solo trace."""
     from profilers.distributed.validation import report_text
 
+    settle_run_options(args)
     if args.from_runs and is_campaign(args.from_runs):
         return _run_campaign(args)
     if args.fit_rate is not None:
