@@ -10,6 +10,7 @@ smallest table its input indexes.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -19,25 +20,76 @@ from torch import nn
 
 from profilers.dataflow import fetch_attr
 
+# Operations that keep a tensor of token ids a tensor of the same ids (casts, reshapes, slices):
+# an input reaching an embedding through them is still token ids.
+_ID_KEEPING_METHODS = frozenset(
+    {
+        "long",
+        "int",
+        "to",
+        "type",
+        "view",
+        "reshape",
+        "flatten",
+        "squeeze",
+        "unsqueeze",
+        "contiguous",
+        "transpose",
+        "permute",
+        "t",
+        "clone",
+        "detach",
+    }
+)
+_ID_KEEPING_FUNCTIONS = frozenset(
+    {
+        operator.getitem,
+        torch.reshape,
+        torch.flatten,
+        torch.squeeze,
+        torch.unsqueeze,
+        torch.transpose,
+        torch.permute,
+        torch.t,
+    }
+)
+
 
 def token_vocab(gm: fx.GraphModule) -> int | None:
-    """The number of rows of the smallest embedding table the graph's input indexes directly
-    (an ``nn.Embedding`` module or ``F.embedding`` called on it); None: the input is
-    features, not token ids."""
+    """The number of rows of the smallest embedding table the graph's input indexes (an
+    ``nn.Embedding`` or ``nn.EmbeddingBag`` module, or ``F.embedding``, called on the input
+    itself or on it cast, reshaped or sliced); None: the input is features, not token ids."""
     modules = dict(gm.named_modules())
     sizes: list[int] = []
-    for placeholder in (n for n in gm.graph.nodes if n.op == "placeholder"):
-        for user in placeholder.users:
+    for ids in _id_nodes(gm):
+        for user in ids.users:
             if user.op == "call_module":
                 module = modules.get(str(user.target))
-                if isinstance(module, nn.Embedding) and user.args and user.args[0] is placeholder:
+                if isinstance(module, nn.Embedding | nn.EmbeddingBag) and _first_arg(user) is ids:
                     sizes.append(module.num_embeddings)
             elif user.op == "call_function" and user.target is F.embedding:
                 weight = user.args[1] if len(user.args) > 1 else user.kwargs.get("weight")
                 rows = _rows_of(gm, weight)
-                if rows is not None and user.args[0] is placeholder:
+                if rows is not None and _first_arg(user) is ids:
                     sizes.append(rows)
     return min(sizes) if sizes else None
+
+
+def _id_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    """The inputs, and every node that holds their values as they were (_ID_KEEPING_*)."""
+    found = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node in found:  # grows while it is walked: breadth first
+        for user in node.users:
+            keeps = (user.op == "call_method" and user.target in _ID_KEEPING_METHODS) or (
+                user.op == "call_function" and user.target in _ID_KEEPING_FUNCTIONS
+            )
+            if keeps and _first_arg(user) is node and user not in found:
+                found.append(user)
+    return found
+
+
+def _first_arg(node: fx.Node) -> object:
+    return node.args[0] if node.args else node.kwargs.get("input")
 
 
 def _rows_of(gm: fx.GraphModule, node: object) -> int | None:

@@ -65,6 +65,41 @@ class FrozenBackbone(nn.Module):
         return self.head(torch.relu(self.backbone(x)))
 
 
+class CastIdsModel(nn.Module):
+    """Its input is cast, sliced and reshaped before the lookups (ids still): a bag of the
+    first four ids in one table, every id in the other."""
+
+    input_shape = (6,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(30, 4)
+        self.table = nn.Embedding(50, 4)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids = x.long()
+        first = self.bag(ids[:, :4])
+        every = self.table(ids.view(-1)).view(x.shape[0], 6, 4).mean(1)
+        return self.head(torch.cat([first, every], 1))
+
+
+class FeaturesIntoLinear(nn.Module):
+    """Features reshaped into a linear layer, with an embedding of a computed index beside
+    them: no token ids in its input (the index is not the input's values)."""
+
+    input_shape = (2, 3)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.pos = nn.Embedding(5, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        where = (x.sum(-1) > 0).long()
+        return self.fc(x.flatten(1)) + self.pos(where).sum(1)
+
+
 def test_a_model_on_features_gets_normal_floats() -> None:
     gm = fx.symbolic_trace(FrozenBackbone())
     assert token_vocab(gm) is None
@@ -87,6 +122,13 @@ def test_a_language_model_gets_token_ids_below_its_table() -> None:
 
 def test_ids_fit_the_smallest_table_the_input_indexes() -> None:
     assert token_vocab(fx.symbolic_trace(TwoTables())) == 7
+
+
+def test_ids_are_found_through_casts_slices_and_reshapes() -> None:
+    assert token_vocab(fx.symbolic_trace(CastIdsModel())) == 30
+    assert token_vocab(fx.symbolic_trace(FeaturesIntoLinear())) is None
+    trace = profile_model(CastIdsModel(), batch_size=4, steps=2, warmup=1)
+    assert trace.param_nbytes == (30 * 4 + 50 * 4 + 8 * 3 + 3) * 4
 
 
 def test_a_tied_language_model_profiles_and_moves_its_table_once() -> None:
