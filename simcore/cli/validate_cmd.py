@@ -114,7 +114,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         type=nonnegative_int,
         help=f"steps per worker left out (default {WARMUP_STEPS})",
     )
-    p.add_argument("--overlap", choices=("layerwise", "strict"), help=f"(default {OVERLAP})")
+    p.add_argument(
+        "--overlap",
+        choices=("layerwise", "strict"),
+        help="how a worker overlaps its transfers with its computation, in the runs and the "
+        "predictions: a layer waits only for its own pull and pushes after its own backward "
+        f"(layerwise), or all pulls, then forward and backward, then all pushes (strict; "
+        f"default {OVERLAP})",
+    )
     add_prediction_link_options(p)
     p.add_argument(
         "--testbed",
