@@ -100,6 +100,9 @@ class LinkSettings:
     profile: str | None = None
     note: str = ""
     trace_beside_transfers: bool = False
+    # Where a profile's ring CPU work runs when an option said so (--parse-placement); None:
+    # "pipelined", with each all-reduce's messages, as the validation predicts rings.
+    ring_cpu_placement: str | None = None
 
     def ring_bandwidth(self, workers: int) -> tuple[int, float] | None:
         """The ring goodput ``(W measured, bit/s)`` for a ring of ``workers``, if it applies:
@@ -241,7 +244,7 @@ class LinkSettings:
             # Each layer's all-reduce sends and receives 2(W-1)/W of its bytes; the simulator
             # charges the parsing cost per byte of the layer.
             changes["parse_alpha_s_per_byte"] = ring_parse_alpha(cpu, config.workers)
-            changes["parse_placement"] = "pipelined"
+            changes["parse_placement"] = self._ring_placement
             cores = config.host_cpu_cores
             if cores is None:
                 cores = self.host_cpu_cores.value
@@ -259,8 +262,12 @@ class LinkSettings:
         if cpu == 0 or config.workers < 2:
             return cpu
         alpha = ring_parse_alpha(cpu, config.workers)
-        used = config.parse_placement == "pipelined" and config.parse_alpha_s_per_byte == alpha
-        return cpu if used else None
+        used = config.parse_placement == self._ring_placement
+        return cpu if used and config.parse_alpha_s_per_byte == alpha else None
+
+    @property
+    def _ring_placement(self) -> str:
+        return self.ring_cpu_placement or "pipelined"
 
     def describe(self, config: SimulationConfig) -> str:
         """One line: the link ``config`` (as :meth:`apply` made it) uses, and where each value
@@ -335,9 +342,14 @@ class LinkSettings:
         ring_cpu = self._ring_cpu_used(config)
         if ring_cpu is not None:
             where = f" on {config.host_cpu_cores:g} cores" if config.host_cpu_cores else ""
+            placed = (
+                "on each message as it arrives"
+                if self._ring_placement == "pipelined"
+                else "after each all-reduce (--parse-placement)"
+            )
             return (
-                f"ring CPU {ring_cpu * 1e9:.3g} ns per byte sent or received, on each message "
-                f"as it arrives{where} ({self.profile})"
+                f"ring CPU {ring_cpu * 1e9:.3g} ns per byte sent or received, {placed}{where} "
+                f"({self.profile})"
             )
         if cpu.value <= 0:
             return "transfer CPU off" + _unless_default(cpu)

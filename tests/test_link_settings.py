@@ -553,6 +553,23 @@ def test_options_beat_the_ring_terms(
         assert config["parse_alpha_s_per_byte"] == 0.0
 
 
+def test_a_placement_given_beats_the_profiles_for_its_ring_cpu(
+    capsys: pytest.CaptureFixture[str], ring_terms_path: Path
+) -> None:
+    """--parse-placement after: the profile's ring CPU per byte, charged after each
+    all-reduce as asked (it was silently put back to pipelined), and said so."""
+    name = str(ring_terms_path)
+    after = ring_json(capsys, "--network", name, "--parse-placement", "after")["config"]
+    assert after["parse_placement"] == "after"
+    assert after["parse_alpha_s_per_byte"] == pytest.approx(RING_CPU * 4 * 2 / 3)
+    given = ring_json(capsys, "--network", name, "--parse-placement", "pipelined")["config"]
+    assert given["parse_placement"] == "pipelined"
+    args = ["simulate", "cnn-b32", "--workers", "3", "--arch", "allreduce", *RUN]
+    assert main([*args, "--network", name, "--parse-placement", "after"]) == 0
+    out = capsys.readouterr().out
+    assert "ring CPU 3 ns per byte sent or received, after each all-reduce" in out
+
+
 def test_the_ring_terms_leave_other_architectures_and_profiles_alone(
     capsys: pytest.CaptureFixture[str], ring_terms_path: Path, profile_path: Path
 ) -> None:

@@ -118,6 +118,7 @@ def link_settings(
         ring=profile.ring_goodput if profile is not None else None,
         profile=name,
         note=profile_note(profile, name) if profile is not None else "",
+        ring_cpu_placement=getattr(args, "parse_placement", None),
     )
 
 

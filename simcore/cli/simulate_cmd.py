@@ -179,10 +179,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--parse-placement",
         choices=PARSE_PLACEMENTS,
-        default="after",
         help="where the parsing work runs: after each transfer on the worker's computation "
         "(default), or, for --arch allreduce, pipelined with each all-reduce's messages "
-        "on a communication thread sharing the host's cores (SEMANTICS.md)",
+        "on a communication thread sharing the host's cores (SEMANTICS.md; the default for "
+        "the ring CPU work of a --network profile)",
     )
     p.add_argument(
         "--ring-segment",
@@ -361,7 +361,7 @@ def build_config(
         window_bytes=parse_size(window, name=window_option),
         parse_alpha_s_per_byte=parse_alpha,
         parse_beta_s=parse_duration(args.parse_beta, name="--parse-beta", positive=False),
-        parse_placement=args.parse_placement,
+        parse_placement=args.parse_placement or "after",
         ring_segment_bytes=None
         if args.ring_segment is None
         else parse_size(args.ring_segment, name="--ring-segment"),
