@@ -178,7 +178,7 @@ def simulate_commands(
     validation did, from the files it wrote; "" when options replaced the measured link or the
     ring's placement (the files then do not hold what the predictions used)."""
     given = [name for name in LINK_OPTIONS if getattr(args, name, None) is not None]
-    placement = getattr(args, "ring_cpu_work", RING_CPU_PLACEMENT)
+    placement = getattr(args, "ring_cpu_work", None) or RING_CPU_PLACEMENT
     measured = report.measurements
     if given or placement != RING_CPU_PLACEMENT or report.network is None or measured is None:
         return ""

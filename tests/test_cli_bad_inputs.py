@@ -181,6 +181,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["validate", "--workers-max", "1000000"], "--workers-max"),
     (["validate", "--repetitions", "1000000"], "--repetitions"),
     (["validate", "--from-runs", "none.json.gz", "--bandwidth", "0bps"], "--bandwidth"),
+    (["validate", "--from-runs", "r", "--comm-cpu", "1", "--ring-cpu-work", "after"], "--ring"),
+    (["validate", "--from-runs", "r.json.gz", "--steps", "5"], "--steps: not with --from-runs"),
     (["network", "measure", "--min-size", "0", "--quiet"], "--min-size"),
 ]
 

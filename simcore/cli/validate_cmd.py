@@ -214,12 +214,11 @@ def add_prediction_link_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ring-cpu-work",
         choices=PARSE_PLACEMENTS,
-        default=RING_CPU_PLACEMENT,
         help="where a ring AllReduce worker does its transfers' CPU work per byte: on each of an "
         "all-reduce's messages (gloo's segments) once it has arrived, by a thread sharing the "
         "cores, one "
         "all-reduce at a time (default), or after each all-reduce on its computation (the "
-        "model before 2026-11-27); not used with --comm-cpu",
+        "model before 2026-11-27); not with --comm-cpu",
     )
 
 
@@ -321,10 +320,22 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
         link=_link_settings(args),
         fit_rate_bps=fit,
         progress=progress,
-        ring_cpu_placement=args.ring_cpu_work,
+        ring_cpu_placement=ring_cpu_placement(args),
         flow_sharing=args.flow_sharing,
         selection=point_selection(args),
     )
+
+
+def ring_cpu_placement(args: argparse.Namespace) -> str:
+    """Where the ring predictions place the transfers' CPU work per byte (--ring-cpu-work, else
+    the default); refused beside --comm-cpu, whose cost per byte replaces that work."""
+    given = getattr(args, "ring_cpu_work", None)
+    if given is not None and getattr(args, "comm_cpu", None) is not None:
+        raise ConfigError(
+            f"--ring-cpu-work {given}: not with --comm-cpu (its cost runs beside each transfer "
+            "instead of the ring's measured work)"
+        )
+    return given or RING_CPU_PLACEMENT
 
 
 def _link_settings(args: argparse.Namespace) -> LinkSettings:
@@ -411,7 +422,7 @@ def validate_with(
             measured,
             link=link,
             progress=progress,
-            ring_cpu_placement=args.ring_cpu_work,
+            ring_cpu_placement=ring_cpu_placement(args),
             flow_sharing=args.flow_sharing,
         )
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
@@ -438,7 +449,7 @@ def validate_with(
         seed=args.seed,
         progress=progress,
         checkpoint=checkpoint,
-        ring_cpu_placement=args.ring_cpu_work,
+        ring_cpu_placement=ring_cpu_placement(args),
         flow_sharing=args.flow_sharing,
         **burst,
     )
@@ -449,6 +460,7 @@ def run(args: argparse.Namespace) -> int:
     from profilers.distributed.validation import report_text
 
     settle_run_options(args)
+    ring_cpu_placement(args)  # refused combinations, before anything is read or run
     if args.from_runs and is_campaign(args.from_runs):
         return _run_campaign(args)
     if args.fit_rate is not None:
