@@ -313,3 +313,19 @@ def test_units_and_deprecated_names_give_the_same_run(
     else:
         [line] = err.splitlines()
         assert line.startswith("sgdsim simulate: note: ") and note in line
+
+
+def test_batches_are_refused_or_noted_where_replications_give_the_interval(
+    trace_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Async-SGD with W >= 2 runs several seeds and takes its interval from them: --batches
+    would do nothing there (it was silently ignored)."""
+    args = ["simulate", str(trace_file), *FAST, "--batches", "4"]
+    assert main([*args, "--workers", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "--batches: not used for W=2: 5 replications give the interval" in err
+    assert main([*args, "--workers", "2", "--replications", "1"]) == 0
+    assert "batch means, 4 batches" in capsys.readouterr().out
+    assert main([*args, "--workers", "1,2", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "note: --batches: not used for W=2" in err and "W=1" not in err

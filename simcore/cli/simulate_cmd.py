@@ -415,6 +415,10 @@ def run(args: argparse.Namespace) -> int:
         validate(traces, config)
         if args.batches is not None:
             _check_batches(config)
+    if args.batches is not None:
+        note = _batches_note(configs)
+        if note:
+            print(f"sgdsim simulate: note: {note}", file=sys.stderr)
     available = available_memory_bytes()
     processes = current_jobs()
     if available is not None:  # refuse what this machine cannot hold, before anything runs
@@ -470,6 +474,22 @@ def link_text(link: LinkSettings, results: list[SimulationResult]) -> str:
     profile's note."""
     described = dict.fromkeys(link.describe(r.config) for r in results)
     return "\n".join([*described, *([link.note] if link.note else [])])
+
+
+def _batches_note(configs: Sequence[SimulationConfig]) -> str:
+    """What --batches does not reach: runs of several replications take their interval from
+    the replications' means, not from batch means (ConfigError if no run uses it at all)."""
+    replicated = [c for c in configs if c.replication_count > 1]
+    if not replicated:
+        return ""
+    runs = ", ".join(f"W={c.workers}" for c in replicated)
+    why = (
+        f"--batches: not used for {runs}: {replicated[0].replication_count} replications "
+        "give the interval there (--replications 1 for batch means)"
+    )
+    if len(replicated) == len(configs):
+        raise ConfigError(why)
+    return why
 
 
 def _check_batches(config: SimulationConfig) -> None:
