@@ -145,7 +145,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
         )
     ],
     *[
-        (["analyze", "cnn-b32", *args], args[0])
+        (["analyze", "cnn-b32", *args], args[-2])  # the option before the last value
         for args in (
             ["--workers", "0"],
             ["--bandwidth", "0bps"],
@@ -153,6 +153,9 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--rho-t", "nan"],
             ["--rho-t", "2"],
             ["--devices-per-host", "0"],
+            ["--mode", "sync", "--rho-t", "0.5"],
+            ["--mode", "sync", "--solver", "grouped"],
+            ["--mode", "sync", "--overlap-rule", "keep"],
         )
     ],
     *[

@@ -67,16 +67,18 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--rho-t",
         type=float,
-        default=DEFAULT_RHO_T,
-        help=f"hybrid threshold on the FCFS link utilization (Eq. 5; default {DEFAULT_RHO_T})",
+        help=f"hybrid threshold on the FCFS link utilization (Eq. 5; default {DEFAULT_RHO_T}; "
+        "Async-SGD)",
     )
     p.add_argument(
         "--overlap-rule",
         choices=OVERLAP_RULES,
-        default="reselect",
-        help="Eq. 6's second solve: pick FCFS/PS again (reselect) or keep the first pick",
+        help="Eq. 6's second solve: pick FCFS/PS again (reselect, the default) or keep the "
+        "first pick (Async-SGD)",
     )
-    p.add_argument("--solver", choices=SOLVERS, default="auto", help="MVA solver (default auto)")
+    p.add_argument(
+        "--solver", choices=SOLVERS, help="MVA solver (default auto; Async-SGD's queueing model)"
+    )
     hosts = p.add_argument_group(
         "hosts", "each worker a host of several devices (TPDS'22 4.4): one coarse worker per host"
     )
@@ -129,12 +131,34 @@ def analyze_row(
     return row
 
 
+# Options of the Async-SGD queueing model, with their defaults; the Sync-SGD closed forms have
+# no such choice, so one given with --mode sync is refused rather than ignored.
+ASYNC_OPTIONS = {"rho_t": DEFAULT_RHO_T, "overlap_rule": "reselect", "solver": "auto"}
+
+
+def _settle_async_options(args: argparse.Namespace) -> None:
+    """The Async-SGD model's options given their defaults (left None for --mode sync, where
+    one given is refused); --rho-t checked."""
+    for key, default in ASYNC_OPTIONS.items():
+        option = "--" + key.replace("_", "-")
+        given = getattr(args, key)
+        if args.mode == "sync":
+            if given is not None:
+                raise ConfigError(
+                    f"{option}: only with --mode async (the Sync-SGD closed forms have no "
+                    "such choice)"
+                )
+        elif given is None:
+            setattr(args, key, default)
+    if args.rho_t is not None and not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
+        raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
+
+
 def run(args: argparse.Namespace) -> int:
     counts = parse_workers(args.workers)
     if min(counts) < 1:
         raise ConfigError(f"--workers: counts must be >= 1, got {min(counts)}")
-    if not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
-        raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
+    _settle_async_options(args)
     topology = load_topology(args.topology) if args.topology else None
     link = link_settings(
         args,
