@@ -108,8 +108,9 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--speed", "nan"],
             ["--speed", "0"],
             ["--speed", "1e300"],
-            ["--http2-window", "0B"],
-            ["--http2-window", "1e30EB"],
+            ["--http2-window", "0B", "--scheduler", "http2"],
+            ["--http2-window", "1e30EB", "--scheduler", "http2"],
+            ["--http2-window", "1MiB"],  # no window without the http2 scheduler
             ["--flow-cap", "0bps"],
             ["--servers", "0"],
             ["--seed", "-1"],

@@ -59,7 +59,7 @@ CASES: list[tuple[list[str], str]] = [
             (["--colocated", "2", "--server-host", "0"], "--server-host"),
             (["--devices-per-host", "0"], "--devices-per-host"),
             (["--devices-per-host", "2"], "--intra-bandwidth"),
-            (["--http2-window", "0B"], "--http2-window"),
+            (["--scheduler", "http2", "--http2-window", "0B"], "--http2-window"),
             (["--flow-cap", "0bps"], "--flow-cap"),
             (["--comm-cpu", "5"], "--comm-cpu"),
             (["--comm-cpu", "-5", "--host-cores", "2"], "--comm-cpu"),

@@ -310,8 +310,20 @@ def http2_window_option(args: argparse.Namespace) -> tuple[str, str]:
     if args.window is not None:
         if args.http2_window is not None:
             raise ConfigError("--window: give --http2-window alone (--window is its old name)")
+        check_window_scheduler(args.window, "--window", args.scheduler)
         return args.window, "--window"
+    check_window_scheduler(args.http2_window, "--http2-window", args.scheduler)
     return (args.http2_window or DEFAULT_HTTP2_WINDOW), "--http2-window"
+
+
+def check_window_scheduler(window: str | None, option: str, scheduler: str) -> None:
+    """ConfigError for an HTTP/2 window given with another stream scheduler: only the http2
+    scheduler has a flow-control window (it did nothing there)."""
+    if window is not None and scheduler != "http2":
+        raise ConfigError(
+            f"{option} {window}: only with --scheduler http2 (the window of HTTP/2's flow "
+            f"control; --scheduler is {scheduler})"
+        )
 
 
 def command_link(args: argparse.Namespace, topology: Topology | None) -> LinkSettings:

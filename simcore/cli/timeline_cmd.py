@@ -40,6 +40,7 @@ from simcore.cli.precision_options import (
     precision_rule,
 )
 from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
+from simcore.cli.simulate_cmd import DEFAULT_HTTP2_WINDOW, check_window_scheduler
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
     TimelineSpan,
@@ -108,7 +109,10 @@ def register(subparsers: Any) -> None:
         default="fifo",
         help="stream order on each connection (http2: multiplexing with --http2-window)",
     )
-    p.add_argument("--http2-window", default="64KiB", help="HTTP/2 window WIN (default 64KiB)")
+    p.add_argument(
+        "--http2-window",
+        help=f"HTTP/2 window WIN, with --scheduler http2 (default {DEFAULT_HTTP2_WINDOW})",
+    )
     p.add_argument(
         "--steps", type=int, help="steps per worker (default: as many as --precision needs)"
     )
@@ -236,6 +240,7 @@ def _config(
     rule: PrecisionRule | None,
     trace: Trace,
 ) -> SimulationConfig:
+    check_window_scheduler(args.http2_window, "--http2-window", args.scheduler)
     mode = implied_mode(args.arch, args.mode)
     steps, warmup = first_length(args, rule, workers, mode)
     config = SimulationConfig(
@@ -246,7 +251,7 @@ def _config(
         sharing=args.sharing,
         servers=args.servers,
         scheduler=args.scheduler,
-        window_bytes=parse_size(args.http2_window, name="--http2-window"),
+        window_bytes=parse_size(args.http2_window or DEFAULT_HTTP2_WINDOW, name="--http2-window"),
         steps=steps,
         warmup_steps=warmup,
         batches=max(2, min(10, steps - warmup)),
