@@ -135,7 +135,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="draw the profiled step above the simulated one-worker step instead",
     )
-    p.add_argument("--step", type=int, default=0, help="profiled step for --profiled (default 0)")
+    p.add_argument("--step", type=int, help="profiled step for --profiled (default 0)")
     p.add_argument("-o", "--out", help="output figure: .png, .svg or .pdf")
     p.add_argument(
         "--chrome", help="also write what is shown as Chrome Trace Event JSON (.json, .json.gz)"
@@ -152,6 +152,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out is None and args.chrome is None:
         raise ConfigError("-o/--out: give an output PNG, or --chrome FILE, or both")
+    _check_drawing_options(args)
     if args.out is not None:
         check_output(args.out, "-o/--out", force=args.force, suffixes=FIGURE_SUFFIXES)
     if args.chrome is not None:
@@ -208,6 +209,31 @@ def run(args: argparse.Namespace) -> int:
         points = simulation_points([result], link, host_sources(args, result.config))
         print_json(args, "timeline", points, context=context)
     return 0
+
+
+def _check_drawing_options(args: argparse.Namespace) -> None:
+    """ConfigError for a drawing option the drawing asked for does not use (each did nothing):
+    --profiled draws one profiled step (--step) beside the simulated one, not a window of the
+    run; the figure's options need the figure (-o). Gives --step its default."""
+    if args.profiled:
+        for option, given in (
+            ("--window", args.window),
+            ("--time", args.time),
+            ("--show-workers", args.show_workers),
+            ("--aggregate", args.aggregate or None),
+        ):
+            if given is not None:
+                raise ConfigError(
+                    f"{option}: not with --profiled (it draws one profiled step, --step, beside "
+                    "the simulated one-worker step)"
+                )
+        args.step = 0 if args.step is None else args.step
+    elif args.step is not None:
+        raise ConfigError("--step: only with --profiled (--window picks the simulated steps)")
+    if args.out is None:
+        for option, given in (("--aggregate", args.aggregate or None), ("--title", args.title)):
+            if given is not None:
+                raise ConfigError(f"{option}: only with -o/--out (the figure; --chrome has none)")
 
 
 def _workers(args: argparse.Namespace) -> int:
