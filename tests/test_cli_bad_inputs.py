@@ -111,6 +111,9 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--http2-window", "0B", "--scheduler", "http2"],
             ["--http2-window", "1e30EB", "--scheduler", "http2"],
             ["--http2-window", "1MiB"],  # no window without the http2 scheduler
+            ["--cap-mode", "maxmin"],  # no caps to share out
+            ["--timeline-format", "records"],  # no timeline to write
+            ["--placement", "round-robin", "--arch", "allreduce"],  # no servers
             ["--flow-cap", "0bps"],
             ["--servers", "0"],
             ["--seed", "-1"],

@@ -157,8 +157,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--cap-mode",
         choices=CAP_MODES,
-        default="clip",
-        help="clip: min(share, cap), spare unused (the paper); maxmin: spare to uncapped flows",
+        help="with --flow-cap: clip: min(share, cap), spare unused (the paper; default); "
+        "maxmin: spare to uncapped flows",
     )
     p.add_argument(
         "--scheduler",
@@ -196,7 +196,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--servers", type=int, default=1, help="parameter servers (default 1)")
     p.add_argument(
-        "--placement", default="greedy", help="greedy, round-robin, or a JSON file {layer: server}"
+        "--placement",
+        help="layers on the parameter servers: greedy (default), round-robin, or a JSON file "
+        "{layer: server}",
     )
     p.add_argument("--worker-bandwidth", help="each worker's NIC (default: --bandwidth)")
     p.add_argument("--speed", help="per-worker compute speed factors, e.g. 1,1,2")
@@ -230,8 +232,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--timeline-format",
         choices=("chrome", "records"),
-        default="chrome",
-        help="chrome (chrome://tracing, Perfetto) or records (columns and rows; default chrome)",
+        help="--timeline's format: chrome (chrome://tracing, Perfetto) or records (columns and "
+        "rows; default chrome)",
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing timeline file")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -368,7 +370,7 @@ def build_config(
         flow_cap_bps=None
         if args.flow_cap is None
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
-        cap_mode=args.cap_mode,
+        cap_mode=args.cap_mode or "clip",
         scheduler=args.scheduler,
         window_bytes=parse_size(window, name=window_option),
         parse_alpha_s_per_byte=parse_alpha,
@@ -378,7 +380,7 @@ def build_config(
         if args.ring_segment is None
         else parse_size(args.ring_segment, name="--ring-segment"),
         servers=args.servers,
-        placement=_placement(args.placement),
+        placement=_placement(args.placement or "greedy"),
         worker_bandwidth_bps=None
         if args.worker_bandwidth is None
         else parse_bandwidth(args.worker_bandwidth, name="--worker-bandwidth"),
@@ -406,6 +408,7 @@ def run(args: argparse.Namespace) -> int:
             "write the unit, e.g. 1ns/B or 0.5us/KiB",
             file=sys.stderr,
         )
+    _check_dependent_options(args)
     counts = parse_workers(workers_text(args))
     topology = load_topology_option(args)
     if args.timeline is not None:
@@ -488,6 +491,23 @@ def link_text(link: LinkSettings, results: list[SimulationResult]) -> str:
     return "\n".join([*described, *([link.note] if link.note else [])])
 
 
+def _check_dependent_options(args: argparse.Namespace) -> None:
+    """ConfigError for an option whose prerequisite is missing (each did nothing)."""
+    needs = (
+        ("--cap-mode", args.cap_mode, args.flow_cap, "--flow-cap (the caps it shares out)"),
+        ("--timeline-format", args.timeline_format, args.timeline, "--timeline (its file)"),
+        (
+            "--placement",
+            args.placement,
+            None if args.arch == "allreduce" else "ps",
+            "--arch ps (a ring AllReduce has no servers to place layers on)",
+        ),
+    )
+    for option, given, prerequisite, what in needs:
+        if given is not None and prerequisite is None:
+            raise ConfigError(f"{option} {given}: only with {what}")
+
+
 def _batches_note(configs: Sequence[SimulationConfig]) -> str:
     """What --batches does not reach: runs of several replications take their interval from
     the replications' means, not from batch means (ConfigError if no run uses it at all)."""
@@ -518,7 +538,7 @@ def _check_batches(config: SimulationConfig) -> None:
 def _write_timeline(args: argparse.Namespace, result: SimulationResult, trace: Trace) -> None:
     timeline = result.timeline
     assert timeline is not None
-    if args.timeline_format == "records":
+    if args.timeline_format == "records":  # (None: chrome)
         doc = timeline_to_dict(timeline)
     else:
         spans = simulated_spans(timeline, trace=trace, arch=result.config.arch)
