@@ -112,6 +112,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--http2-window", "1e30EB", "--scheduler", "http2"],
             ["--http2-window", "1MiB"],  # no window without the http2 scheduler
             ["--cap-mode", "maxmin"],  # no caps to share out
+            ["--own-nics"],  # one worker per host
+            ["--intra-bandwidth", "100GB/s"],  # one device per host
             ["--timeline-format", "records"],  # no timeline to write
             ["--placement", "round-robin", "--arch", "allreduce"],  # no servers
             ["--flow-cap", "0bps"],
@@ -160,6 +162,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--mode", "sync", "--rho-t", "0.5"],
             ["--mode", "sync", "--solver", "grouped"],
             ["--mode", "sync", "--overlap-rule", "keep"],
+            ["--intra-bandwidth", "100GB/s"],  # one device per host
         )
     ],
     *[
@@ -170,6 +173,9 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--price", "inf"],
             ["--top", "0"],
             ["--confirm", "-1"],
+            ["--seed", "5", "--confirm", "0"],  # nothing simulated
+            ["--steps", "30", "--confirm", "0"],
+            ["--intra-bandwidth", "100GB/s"],  # one device per host
             ["--bandwidth", "1e-300bps"],
             ["--steps", "0"],
         )

@@ -1031,3 +1031,28 @@ def test_the_link_is_said_once_in_the_report_not_again_in_the_progress(
     assert err.splitlines() == ["predicting 3 point(s) from the solo profile"]
     assert [line for line in out.splitlines() if line.startswith("link: ")] != []
     assert len([line for line in out.splitlines() if line.startswith("link: ")]) == 1
+
+
+def test_the_simulate_command_of_one_worker_runs_as_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One worker on its host has its NIC to itself: the printed command leaves --own-nics
+    out (simulate refuses it without co-located workers) and gives the point's prediction."""
+    from profilers.distributed.config import Architecture
+    from profilers.distributed.validation import simulate_argv
+
+    report = assess(measurements(), ideal=False)
+    assert report.network is not None and report.alone_trace is not None
+    files = {
+        "trace_file": str(save_trace(report.trace, tmp_path / "solo.json")),
+        "alone_file": str(save_trace(report.alone_trace, tmp_path / "alone.json")),
+        "network_file": str(save_network_profile(report.network, tmp_path / "link.json")),
+    }
+    argv = simulate_argv(report, Architecture.PS_SYNC, 1, **files)
+    assert "--own-nics" not in argv and argv[argv.index("--colocated") + 1] == "1"
+    assert main([*argv[1:], "--json", "--quiet"]) == 0
+    simulated = output(capsys.readouterr().out)["points"][0]["examples_per_s"]["value"]
+    [point] = [p for p in report.points if p.architecture == "ps-sync" and p.workers == 1]
+    assert simulated == pytest.approx(point.simulated, rel=0.01)
+    two = simulate_argv(report, Architecture.PS_SYNC, 2, **files)
+    assert "--own-nics" in two

@@ -1220,7 +1220,7 @@ def simulate_argv(
     argv += ["--colocated", str(config.colocated_workers)]
     argv += ["--host-cores", f"{config.host_cpu_cores:g}"]
     argv += ["--worker-cores", f"{config.worker_cpu_cores:g}"]
-    if not config.shared_nic:
+    if not config.shared_nic and config.colocated_workers > 1:  # (one worker: its own NIC)
         argv += ["--own-nics"]
     if config.overlap == "none":
         argv += ["--overlap", "none"]

@@ -88,18 +88,52 @@ def register(subparsers: Any) -> None:
         help="steps per worker per simulation (default: as many as --precision needs)",
     )
     add_precision_options(p)
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed (default 1)")
+    p.add_argument(
+        "--seed", type=int, help=f"root seed of the simulations (default {DEFAULT_SEED})"
+    )
     add_replications_options(p, phases=False)
     add_output_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
 
+# Options of the simulations that confirm the best candidates: with --confirm 0 none runs.
+SIMULATION_OPTIONS = (
+    ("--steps", "steps"),
+    ("--seed", "seed"),
+    ("--replications", "replications"),
+    ("--precision", "precision"),
+    ("--max-steps", "max_steps"),
+    ("--latency", "latency"),
+    ("--flow-cap", "flow_cap"),
+)
+
+
+def _check_simulation_options(args: argparse.Namespace) -> None:
+    """ConfigError for a simulation's option given with --confirm 0 (nothing is simulated: it
+    would do nothing, and the header would say it was used); gives --seed its default."""
+    if args.confirm == 0:
+        for option, key in SIMULATION_OPTIONS:
+            if getattr(args, key, None) is not None:
+                raise ConfigError(
+                    f"{option}: only with --confirm above 0 (it sets the simulations that "
+                    "confirm the best candidates; --confirm 0 runs none)"
+                )
+    if args.seed is None:
+        args.seed = DEFAULT_SEED
+
+
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top: must be an integer >= 1, got {args.top}")
     check_range("--price", args.price, 0, MAX_PRICE)
+    _check_simulation_options(args)
     sizes = _sizes(args.devices_per_host)
+    if max(sizes) == 1 and args.intra_bandwidth is not None:
+        raise ConfigError(
+            f"--intra-bandwidth {args.intra_bandwidth}: only with --devices-per-host above 1 "
+            "(one device per host has no link between devices)"
+        )
     if args.machines >= 1 and min(sizes) > args.machines:
         raise ConfigError(
             f"--devices-per-host: no host of {args.devices_per_host} devices fits the budget of "
@@ -321,9 +355,13 @@ def format_advice(advice: Advice, trace: Trace, args: argparse.Namespace, where:
         f"{meta.model_name}, batch {meta.batch_size}/worker, {format_bytes(model_nbytes)} of "
         f"parameters; budget {advice.machines} machines, "
         f"{format_bandwidth(advice.bandwidth_bps)} each{where}",
-        f"{len(advice.ranked)} configurations predicted by the analytic models; the best "
-        f"{len(advice.simulated)} simulated ({_length(args)}, seed {args.seed}"
-        f"{advise_seeds_note(args)})",
+        f"{len(advice.ranked)} configurations predicted by the analytic models; "
+        + (
+            f"the best {len(advice.simulated)} simulated ({_length(args)}, seed {args.seed}"
+            f"{advise_seeds_note(args)})"
+            if advice.simulated
+            else "none simulated (--confirm 0)"
+        ),
         "ranked: the simulated configurations first, by simulated examples/s; then the others "
         "by analytic examples/s (column 'by')",
         *aligned(advice_rows(shown, priced)),

@@ -121,6 +121,11 @@ def devices_and_intra_link(
             f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
             "host's devices, e.g. 150GB/s for NVLink)"
         )
+    if devices == 1 and args.intra_bandwidth is not None:
+        raise ConfigError(
+            f"--intra-bandwidth {args.intra_bandwidth}: only with --devices-per-host above 1 "
+            "(one device per host has no link between devices)"
+        )
     return devices, intra
 
 
@@ -135,6 +140,11 @@ def apply_host_options(
     server's communication threads from the trace's own CPU time (:func:`trace_comm_thread`)."""
     ring = config.arch == "allreduce"
     devices, intra = devices_and_intra_link(args, topology)
+    if args.own_nics and args.colocated == 1:
+        raise ConfigError(
+            "--own-nics: only with --colocated above 1 (a worker alone on its host has the "
+            "host's NIC to itself)"
+        )
     changes: dict[str, Any] = {
         "devices_per_host": devices,
         "intra_bandwidth_bps": intra,
