@@ -92,10 +92,10 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     profilers.netprofile``)."""
     parser.add_argument("-o", "--out", help="write the network profile JSON here")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    parser.add_argument("--min-size", default="1KiB", help="smallest message (default 1KiB)")
-    parser.add_argument("--max-size", default="64MiB", help="largest message (default 64MiB)")
-    parser.add_argument("--repeats", type=int, default=20, help="timed round trips per size (20)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed round trips per size (5)")
+    parser.add_argument("--min-size", help="smallest message (default 1KiB)")
+    parser.add_argument("--max-size", help="largest message (default 64MiB)")
+    parser.add_argument("--repeats", type=int, help="timed round trips per size (20)")
+    parser.add_argument("--warmup", type=int, help="untimed round trips per size (5)")
     parser.add_argument("--timeout", default="60s", help="rendezvous/operation limit (60s)")
     parser.add_argument("--rank", type=int, choices=(0, 1), help="run one rank (two hosts)")
     parser.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
@@ -104,7 +104,6 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cpu-repeats",
         type=int,
-        default=10,
         help="round trips of the largest message over which the transfers' CPU cost is "
         "measured (default 10)",
     )
@@ -137,25 +136,75 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress or table")
 
 
+# The ping-pong's options (--keep-fit keeps a fit instead of running it) and their defaults.
+PING_PONG_OPTIONS = {
+    "min_size": "1KiB",
+    "max_size": "64MiB",
+    "repeats": MeasureOptions.repeats,
+    "warmup": MeasureOptions.warmup,
+    "cpu_repeats": MeasureOptions.cpu_repeats,
+}
+
+
 def options_from_args(args: argparse.Namespace) -> MeasureOptions:
-    """The :class:`MeasureOptions` of parsed :func:`add_measure_arguments` options."""
-    return MeasureOptions(
-        min_nbytes=parse_size(args.min_size, name="--min-size"),
-        max_nbytes=parse_size(args.max_size, name="--max-size"),
-        repeats=args.repeats,
-        warmup=args.warmup,
+    """The :class:`MeasureOptions` of parsed :func:`add_measure_arguments` options.
+
+    Raises
+    ------
+    ConfigError : a value out of range, or an option that would do nothing (the ping-pong's
+        beside --keep-fit, a ring of fewer than 2 ranks, --keep-fit with nothing to measure),
+        named as given.
+    """
+    given = {key: getattr(args, key) for key in PING_PONG_OPTIONS}
+    if args.keep_fit is not None:
+        for key, value in [*given.items(), ("no_cpu", args.no_cpu or None)]:
+            if value is not None:
+                raise ConfigError(
+                    f"--{key.replace('_', '-')}: not with --keep-fit (it keeps that profile's "
+                    "fit and transfer CPU cost instead of measuring them)"
+                )
+        if args.no_sharing and args.no_ring and args.no_duplex:
+            raise ConfigError(
+                "--keep-fit: with --no-sharing, --no-ring and --no-duplex nothing is left to "
+                "measure"
+            )
+    value = {key: PING_PONG_OPTIONS[key] if v is None else v for key, v in given.items()}
+    options = MeasureOptions(
+        min_nbytes=parse_size(value["min_size"], name="--min-size"),
+        max_nbytes=parse_size(value["max_size"], name="--max-size"),
+        repeats=value["repeats"],
+        warmup=value["warmup"],
         timeout_s=parse_duration(args.timeout, name="--timeout", default_unit="s"),
         rank=args.rank,
         master_addr=args.master_addr,
         master_port=args.master_port,
         ifname=args.ifname,
-        cpu_repeats=0 if args.no_cpu else args.cpu_repeats,
+        cpu_repeats=0 if args.no_cpu else value["cpu_repeats"],
         sharing=not args.no_sharing,
         ring_max=0 if args.no_ring else args.ring_max,
         duplex=not args.no_duplex,
         note=args.note,
         keep_fit=args.keep_fit,
     )
+    if options.min_nbytes > options.max_nbytes:
+        raise ConfigError(
+            f"--min-size {value['min_size']}: more than --max-size {value['max_size']}"
+        )
+    for option, number, low in (
+        ("--repeats", options.repeats, 1),
+        ("--warmup", options.warmup, 0),
+        ("--cpu-repeats", value["cpu_repeats"], 1),
+    ):
+        if number < low:
+            raise ConfigError(f"{option}: must be an integer >= {low}, got {number}")
+    if args.rank is not None and args.master_port is None:
+        raise ConfigError("--master-port: needed with --rank (the port rank 0 listens on)")
+    if not args.no_ring and args.ring_max < 2:
+        raise ConfigError(
+            f"--ring-max: must be >= 2 (rings of 2..N ranks; --no-ring skips them), got "
+            f"{args.ring_max}"
+        )
+    return options
 
 
 def measure_profile(

@@ -197,6 +197,12 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["validate", "--from-runs", "r", "--comm-cpu", "1", "--ring-cpu-work", "after"], "--ring"),
     (["validate", "--from-runs", "r.json.gz", "--steps", "5"], "--steps: not with --from-runs"),
     (["network", "measure", "--min-size", "0", "--quiet"], "--min-size"),
+    (["network", "measure", "--min-size", "1MiB", "--max-size", "1KiB"], "--min-size 1MiB"),
+    (["network", "measure", "--repeats", "0", "--quiet"], "--repeats"),
+    (["network", "measure", "--rank", "0", "--quiet"], "--master-port"),
+    (["network", "measure", "--ring-max", "-5", "--quiet"], "--ring-max"),
+    (["network", "measure", "--keep-fit", "veth-1gbit", "--repeats", "3"], "--repeats"),
+    (["network", "measure", "--keep-fit", "loopback", "--no-cpu", "--quiet"], "--no-cpu"),
 ]
 
 # Every output option; {o} is the output path, {ext} its extension. The leading arguments make a
