@@ -189,6 +189,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "99"], "step 99"),
     (["profile", "--model", "cnn", "--steps", "1000000000", "-o", "p.json"], "--steps"),
     (["profile", "--model", "cnn", "--warmup", "1000000", "-o", "p.json"], "--warmup"),
+    (["profile", "--model", "mlp", "--num-classes", "0", "-o", "p.json"], "--num-classes: must"),
     (["validate", "--workers-max", "0"], "--workers-max"),
     (["validate", "--from-runs", "r.json.gz", "--save-runs", "s.json.gz"], "--save-runs"),
     (["validate", "--workers-max", "1000000"], "--workers-max"),

@@ -76,6 +76,9 @@ OPTION_OF: dict[str, str] = {
     "workers_max": "--workers-max",
     "batch_size": "--batch-size",
     "model": "--model",
+    # the profilers' models
+    "num_classes": "--num-classes",
+    "input_shape": "--input-shape",
 }
 
 # ``name=value`` as a repr in a library message: ``mode='sync'``, ``servers=1``.
