@@ -80,6 +80,15 @@ def test_sync_json_and_network_profile(capsys: pytest.CaptureFixture[str]) -> No
     assert row["hybrid"]["examples_per_s"] == pytest.approx(p.hybrid.examples_per_s)
 
 
+def test_csv_keeps_stdout_for_the_table_and_says_what_was_ignored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["analyze", "mlp-b64", "--workers", "1,2", "--latency", "1ms", "--csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("workers,") and len(out.splitlines()) == 3
+    assert "not modelled:" in err and "latency 1.00 ms (--latency)" in err
+
+
 def test_solver_option_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["analyze", "cnn-b32", "--workers", "6", "--solver", "bard-schweitzer", "--json"]
     assert main(args) == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_async
@@ -202,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(args, "analyze", rows, context=context, interrupted=interrupted)
     elif args.csv:
         print_csv(*analyze_csv(rows, columns))
+        # stdout holds the CSV alone: where B came from and what was given but not modelled
+        # go to stderr, as --json's context has them.
+        print("\n".join(analytic_link_lines(args, link, counts)), file=sys.stderr)
     else:
         print(format_table(args, worker, b, rows))
         print("\n".join(analytic_link_lines(args, link, counts)))
