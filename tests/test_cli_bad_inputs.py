@@ -184,6 +184,7 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["advise", "cnn-b32", "--machines", "2", "--devices-per-host", "1000000000"], "--devices"),
     (["advise", "cnn-b32", "--machines", "-1"], "--machines"),
     (["trace", "show", "cnn-b32", "--layers", "-3"], "--layers"),
+    (["trace", "show", "cnn-b32", "--layers", "2", "--json"], "--layers: not with --json"),
     (["trace", "list", "extra"], "unrecognized arguments: extra"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "-1"], "step -1"),
     (["trace", "export-chrome", "cnn-b32", "-o", "x.json", "--step", "99"], "step 99"),

@@ -475,9 +475,10 @@ def run(args: argparse.Namespace) -> int:
         print(link_text(link, results))
     for line in notes(results, lambda r: f"W = {r.config.workers}"):
         print(line, file=sys.stderr if args.json or args.csv else sys.stdout)
-    if args.phases and not (args.json or args.csv):
+    if args.phases and not args.json:  # (--json: each point's phases are in the document)
         for result in results:
-            print("\n".join(format_phases(result)))
+            # With --csv, stdout holds the table alone.
+            print("\n".join(format_phases(result)), file=sys.stderr if args.csv else sys.stdout)
     if interrupted:
         interrupted_note("simulate", len(results), len(configs))
         return EXIT_INTERRUPTED

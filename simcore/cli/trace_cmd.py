@@ -33,7 +33,9 @@ def register(subparsers: Any) -> None:
     show = actions.add_parser("show", help="a readable summary of a trace (validates it too)")
     show.add_argument("trace", help="trace file or shipped sample name (see `sgdsim trace list`)")
     show.add_argument(
-        "--layers", type=int, default=SLOWEST_LAYERS_SHOWN, help="slowest layers shown"
+        "--layers",
+        type=int,
+        help=f"slowest layers shown (default {SLOWEST_LAYERS_SHOWN}; --json gives every layer)",
     )
     add_output_options(show)
     show.set_defaults(handler=run_show)
@@ -58,6 +60,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    if args.layers is not None and args.json:
+        raise ConfigError("--layers: not with --json (its document holds every layer)")
+    if args.layers is None:
+        args.layers = SLOWEST_LAYERS_SHOWN
     if args.layers < 0:
         raise ConfigError(f"--layers: must be an integer >= 0, got {args.layers}")
     trace = load_trace(args.trace)
