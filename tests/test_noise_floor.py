@@ -121,3 +121,15 @@ def test_a_validation_point_knows_its_noise() -> None:
     assert not point.beyond_noise(110.0)
     one_run = ValidationPoint("ps-async", 2, (100.0,), 150.0, 150.0, 150.0, 1.0)
     assert math.isnan(one_run.standard_error) and not one_run.beyond_noise(150.0)
+
+
+def test_the_floor_is_said_with_what_each_number_is() -> None:
+    from profilers.distributed.validation import noise_floor_text
+
+    floor = noise_floor([0.04])
+    assert floor is not None
+    text = noise_floor_text(floor)
+    mean, typical = 100 * floor.mean_abs_error, 100 * floor.max_abs_error
+    assert typical < mean  # one point: the median of |N(0, s)| is below its mean
+    assert f"off by {mean:.1f}% on average, and by {typical:.1f}% at most in a typical" in text
+    assert text.endswith("over 1 point")

@@ -1056,3 +1056,24 @@ def test_the_simulate_command_of_one_worker_runs_as_printed(
     assert simulated == pytest.approx(point.simulated, rel=0.01)
     two = simulate_argv(report, Architecture.PS_SYNC, 2, **files)
     assert "--own-nics" in two
+
+
+@pytest.mark.parametrize(
+    "given", [["--flow-weight-cv", "0.5"], ["--duplex", "1.5"], ["--duplex-interference", "1,1,1"]]
+)
+def test_a_server_links_option_is_refused_for_rings_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str]
+) -> None:
+    """Ring AllReduce points alone (saved, selected or to be run): an option of the server's
+    link would change no prediction, yet the report named it as used."""
+    runs = save_measurements(measurements(), tmp_path / "runs.json.gz")
+    for argv in (
+        ["--from-runs", str(runs), "--arch", "allreduce"],
+        ["--arch", "allreduce", "--model", "test_distributed_runner:TinyNet"],
+    ):
+        assert main(["validate", *argv, *given, "--quiet"]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err
+        assert f"{given[0]}: only with a parameter-server point" in err
+    assert main(["validate", "--from-runs", str(runs), *given, "--quiet", "--json"]) == 0
+    capsys.readouterr()

@@ -326,6 +326,29 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
     )
 
 
+# The link options only a parameter server's link uses (validate's predictions of rings leave
+# them out), by attribute.
+SERVER_LINK_OPTIONS = {
+    "flow_weight_cv": "--flow-weight-cv",
+    "duplex": "--duplex",
+    "duplex_interference": "--duplex-interference",
+}
+
+
+def check_server_options(args: argparse.Namespace, architectures: set[str]) -> None:
+    """ConfigError for an option of the parameter server's link given where no point has a
+    parameter server (ring AllReduce alone): it would change nothing, yet the report would
+    name it as the predictions' value."""
+    if any(arch != "allreduce" for arch in architectures):
+        return
+    for key, option in SERVER_LINK_OPTIONS.items():
+        if getattr(args, key, None) is not None:
+            raise ConfigError(
+                f"{option}: only with a parameter-server point (these are ring AllReduce "
+                "alone, whose predictions do not use it)"
+            )
+
+
 def ring_cpu_placement(args: argparse.Namespace) -> str:
     """Where the ring predictions place the transfers' CPU work per byte (--ring-cpu-work, else
     the default); refused beside --comm-cpu, whose cost per byte replaces that work."""
@@ -418,6 +441,7 @@ def validate_with(
             if selected is None:
                 raise ConfigError(selection.nothing_text(measured, str(path)))
             measured = selected
+        check_server_options(args, {p.architecture.value for p in measured.points})
         return assess(
             measured,
             link=link,
@@ -425,6 +449,7 @@ def validate_with(
             ring_cpu_placement=ring_cpu_placement(args),
             flow_sharing=args.flow_sharing,
         )
+    check_server_options(args, set(args.arch or ARCHITECTURES))
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     burst: dict[str, float] = {}  # default: the emulated cluster's own bucket
     if args.testbed_burst is not None:
