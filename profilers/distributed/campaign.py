@@ -188,7 +188,7 @@ def assess_campaign(
         progress=assessed,
     )
     pairs = zip(files, assessed_files, strict=True)
-    kept = [(given, r) for (given, _), r in pairs if not isinstance(r, str)]
+    kept = [(given, r) for (given, _), r in pairs if isinstance(r, ValidationReport)]
     if not kept:
         assert selection is not None  # only a selection leaves a file out
         held = "; ".join(dict.fromkeys(r for r in assessed_files if isinstance(r, str)))
@@ -196,7 +196,7 @@ def assess_campaign(
             f"{selection.text()}: no point of the campaign ({' '.join(paths)}) is selected; "
             f"it holds {held}"
         )
-    reports = [r for _, r in kept if isinstance(r, ValidationReport)]
+    reports = [r for _, r in kept]
     rates = {r.link_rate_bps for r in reports}
     if fit_rate_bps is not None and fit_rate_bps not in rates:
         known = ", ".join(_rate_text(r) for r in sorted(rates, key=lambda x: x or 0))

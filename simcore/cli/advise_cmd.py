@@ -19,7 +19,8 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
-from simcore.cli.guards import check_range, check_rates
+from simcore.cli.guards import check_range, check_rates, fill_defaults, refuse_given
+from simcore.cli.host_options import check_intra_bandwidth_used
 from simcore.cli.link_options import (
     DEFAULT_BANDWIDTH,
     NETWORK_HELP,
@@ -99,13 +100,13 @@ def register(subparsers: Any) -> None:
 
 # Options of the simulations that confirm the best candidates: with --confirm 0 none runs.
 SIMULATION_OPTIONS = (
-    ("--steps", "steps"),
-    ("--seed", "seed"),
-    ("--replications", "replications"),
-    ("--precision", "precision"),
-    ("--max-steps", "max_steps"),
-    ("--latency", "latency"),
-    ("--flow-cap", "flow_cap"),
+    "steps",
+    "seed",
+    "replications",
+    "precision",
+    "max_steps",
+    "latency",
+    "flow_cap",
 )
 
 
@@ -113,14 +114,13 @@ def _check_simulation_options(args: argparse.Namespace) -> None:
     """ConfigError for a simulation's option given with --confirm 0 (nothing is simulated: it
     would do nothing, and the header would say it was used); gives --seed its default."""
     if args.confirm == 0:
-        for option, key in SIMULATION_OPTIONS:
-            if getattr(args, key, None) is not None:
-                raise ConfigError(
-                    f"{option}: only with --confirm above 0 (it sets the simulations that "
-                    "confirm the best candidates; --confirm 0 runs none)"
-                )
-    if args.seed is None:
-        args.seed = DEFAULT_SEED
+        refuse_given(
+            args,
+            SIMULATION_OPTIONS,
+            "only with --confirm above 0 (it sets the simulations that confirm the best "
+            "candidates; --confirm 0 runs none)",
+        )
+    fill_defaults(args, {"seed": DEFAULT_SEED})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,11 +129,7 @@ def run(args: argparse.Namespace) -> int:
     check_range("--price", args.price, 0, MAX_PRICE)
     _check_simulation_options(args)
     sizes = _sizes(args.devices_per_host)
-    if max(sizes) == 1 and args.intra_bandwidth is not None:
-        raise ConfigError(
-            f"--intra-bandwidth {args.intra_bandwidth}: only with --devices-per-host above 1 "
-            "(one device per host has no link between devices)"
-        )
+    check_intra_bandwidth_used(args.intra_bandwidth, max(sizes))
     if args.machines >= 1 and min(sizes) > args.machines:
         raise ConfigError(
             f"--devices-per-host: no host of {args.devices_per_host} devices fits the budget of "

@@ -17,7 +17,7 @@ from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_a
 from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
-from simcore.cli.guards import check_rates
+from simcore.cli.guards import check_rates, fill_defaults, refuse_given
 from simcore.cli.host_options import devices_and_intra_link
 from simcore.cli.link_options import (
     DEFAULT_BANDWIDTH,
@@ -140,17 +140,14 @@ ASYNC_OPTIONS = {"rho_t": DEFAULT_RHO_T, "overlap_rule": "reselect", "solver": "
 def _settle_async_options(args: argparse.Namespace) -> None:
     """The Async-SGD model's options given their defaults (left None for --mode sync, where
     one given is refused); --rho-t checked."""
-    for key, default in ASYNC_OPTIONS.items():
-        option = "--" + key.replace("_", "-")
-        given = getattr(args, key)
-        if args.mode == "sync":
-            if given is not None:
-                raise ConfigError(
-                    f"{option}: only with --mode async (the Sync-SGD closed forms have no "
-                    "such choice)"
-                )
-        elif given is None:
-            setattr(args, key, default)
+    if args.mode == "sync":
+        refuse_given(
+            args,
+            ASYNC_OPTIONS,
+            "only with --mode async (the Sync-SGD closed forms have no such choice)",
+        )
+    else:
+        fill_defaults(args, ASYNC_OPTIONS)
     if args.rho_t is not None and not (math.isfinite(args.rho_t) and 0 <= args.rho_t <= 1):
         raise ConfigError(f"--rho-t: must be in [0, 1], got {args.rho_t}")
 

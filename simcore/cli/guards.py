@@ -6,10 +6,34 @@ option; and no throughput that is nan, inf or not positive is ever printed with 
 
 from __future__ import annotations
 
+import argparse
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from simcore.errors import ConfigError
+
+
+def option_name(dest: str) -> str:
+    """The option an argparse destination is parsed from: ``max_steps`` -> ``--max-steps``."""
+    return "--" + dest.replace("_", "-")
+
+
+def refuse_given(args: argparse.Namespace, dests: Iterable[str], why: str) -> None:
+    """ConfigError ``--option: why`` for the first of the options ``dests`` that was given (not
+    None; a flag, set): an option that would do nothing where it was given is refused, not
+    ignored. The options checked must default to None (or False) so that given shows."""
+    for dest in dests:
+        value = getattr(args, dest, None)
+        if value is not None and value is not False:
+            raise ConfigError(f"{option_name(dest)}: {why}")
+
+
+def fill_defaults(args: argparse.Namespace, defaults: Mapping[str, object]) -> None:
+    """Give each option of ``defaults`` not given (None) its default: the options that
+    :func:`refuse_given` checks take theirs once the check is done."""
+    for dest, default in defaults.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, default)
 
 
 def check_range(

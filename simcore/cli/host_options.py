@@ -121,12 +121,18 @@ def devices_and_intra_link(
             f"--intra-bandwidth: needed with {devices} devices per host (the link between a "
             "host's devices, e.g. 150GB/s for NVLink)"
         )
-    if devices == 1 and args.intra_bandwidth is not None:
-        raise ConfigError(
-            f"--intra-bandwidth {args.intra_bandwidth}: only with --devices-per-host above 1 "
-            "(one device per host has no link between devices)"
-        )
+    check_intra_bandwidth_used(args.intra_bandwidth, devices)
     return devices, intra
+
+
+def check_intra_bandwidth_used(given: str | None, largest_devices: int) -> None:
+    """ConfigError for ``--intra-bandwidth`` given where no host has several devices (it
+    would do nothing)."""
+    if given is not None and largest_devices == 1:
+        raise ConfigError(
+            f"--intra-bandwidth {given}: only with --devices-per-host above 1 (one device per "
+            "host has no link between devices)"
+        )
 
 
 def apply_host_options(

@@ -15,7 +15,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from simcore.cli.guards import check_rates, check_work
+from simcore.cli.guards import check_rates, check_work, fill_defaults, refuse_given
 from simcore.cli.host_options import (
     add_host_options,
     apply_host_options,
@@ -216,24 +216,19 @@ def _check_drawing_options(args: argparse.Namespace) -> None:
     --profiled draws one profiled step (--step) beside the simulated one, not a window of the
     run; the figure's options need the figure (-o). Gives --step its default."""
     if args.profiled:
-        for option, given in (
-            ("--window", args.window),
-            ("--time", args.time),
-            ("--show-workers", args.show_workers),
-            ("--aggregate", args.aggregate or None),
-        ):
-            if given is not None:
-                raise ConfigError(
-                    f"{option}: not with --profiled (it draws one profiled step, --step, beside "
-                    "the simulated one-worker step)"
-                )
-        args.step = 0 if args.step is None else args.step
-    elif args.step is not None:
-        raise ConfigError("--step: only with --profiled (--window picks the simulated steps)")
+        refuse_given(
+            args,
+            ("window", "time", "show_workers", "aggregate"),
+            "not with --profiled (it draws one profiled step, --step, beside the simulated "
+            "one-worker step)",
+        )
+        fill_defaults(args, {"step": 0})
+    else:
+        refuse_given(args, ("step",), "only with --profiled (--window picks the simulated steps)")
     if args.out is None:
-        for option, given in (("--aggregate", args.aggregate or None), ("--title", args.title)):
-            if given is not None:
-                raise ConfigError(f"{option}: only with -o/--out (the figure; --chrome has none)")
+        refuse_given(
+            args, ("aggregate", "title"), "only with -o/--out (the figure; --chrome has none)"
+        )
 
 
 def _workers(args: argparse.Namespace) -> int:

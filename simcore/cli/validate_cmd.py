@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simcore.cli.guards import check_range
+from simcore.cli.guards import check_range, fill_defaults, option_name, refuse_given
 from simcore.cli.link_options import link_settings
 from simcore.errors import ConfigError, SgdsimError
 from simcore.files import check_output
@@ -269,16 +269,14 @@ def settle_run_options(args: argparse.Namespace) -> None:
     and refuse those that say how to measure (the saved runs say it: a value given there would
     be ignored). Idempotent."""
     if args.from_runs:
-        for key in MEASURING:
-            if getattr(args, key, None) is not None:
-                raise ConfigError(
-                    f"--{key.replace('_', '-')}: not with --from-runs (the saved runs say how "
-                    "they were measured; --model, --arch and --workers-max select among them)"
-                )
-        return
-    for key, default in {**MEASURING, **SELECTING}.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, default)
+        refuse_given(
+            args,
+            MEASURING,
+            "not with --from-runs (the saved runs say how they were measured; --model, --arch "
+            "and --workers-max select among them)",
+        )
+    else:
+        fill_defaults(args, {**MEASURING, **SELECTING})
 
 
 def point_selection(args: argparse.Namespace) -> PointSelection:
@@ -327,26 +325,21 @@ def assess_campaign_with(args: argparse.Namespace) -> Any:
 
 
 # The link options only a parameter server's link uses (validate's predictions of rings leave
-# them out), by attribute.
-SERVER_LINK_OPTIONS = {
-    "flow_weight_cv": "--flow-weight-cv",
-    "duplex": "--duplex",
-    "duplex_interference": "--duplex-interference",
-}
+# them out).
+SERVER_LINK_OPTIONS = ("flow_weight_cv", "duplex", "duplex_interference")
 
 
 def check_server_options(args: argparse.Namespace, architectures: set[str]) -> None:
     """ConfigError for an option of the parameter server's link given where no point has a
     parameter server (ring AllReduce alone): it would change nothing, yet the report would
     name it as the predictions' value."""
-    if any(arch != "allreduce" for arch in architectures):
-        return
-    for key, option in SERVER_LINK_OPTIONS.items():
-        if getattr(args, key, None) is not None:
-            raise ConfigError(
-                f"{option}: only with a parameter-server point (these are ring AllReduce "
-                "alone, whose predictions do not use it)"
-            )
+    if all(arch == "allreduce" for arch in architectures):
+        refuse_given(
+            args,
+            SERVER_LINK_OPTIONS,
+            "only with a parameter-server point (these are ring AllReduce alone, whose "
+            "predictions do not use it)",
+        )
 
 
 def ring_cpu_placement(args: argparse.Namespace) -> str:
@@ -547,7 +540,7 @@ def _check_run_sizes(args: argparse.Namespace) -> None:
     for key, limit in RUN_LIMITS.items():
         value = getattr(args, key)
         if value > limit:
-            option = "--" + key.replace("_", "-")
+            option = option_name(key)
             raise ConfigError(f"{option}: {value} is more than the {limit} a validation runs")
 
 
