@@ -9,6 +9,7 @@ import pytest
 
 from simcore.analytic.advisor import Candidate, advise
 from simcore.cli.main import main
+from simcore.cli.seeds import lockstep_note
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.config import ASYNC_REPLICATIONS, default_replications
 from simcore.sim.phases import (
@@ -62,6 +63,43 @@ def test_two_ps_workers_stay_in_lock_step() -> None:
     assert result.steps_per_s.value == pytest.approx(1.0 / (2 * T), rel=1e-9)
     assert [rep.label for rep in result.phases] == [LOCK_STEP, LOCK_STEP]
     assert result.phases[0].pairs[0].histogram[0] == 50
+
+
+def test_a_lock_step_that_slows_the_link_is_named() -> None:
+    # The two lock-step workers above get 1 / (2T) where pulling while the other pushes would
+    # give 1 / T: every seed in lock-step and bytes on the link -> the note, naming the cure
+    # the run lacks (no flow weight cv).
+    note = lockstep_note(run(link_bound(), workers=2, sharing="ps", replications=2))
+    assert note.startswith("every seed ran in lock-step") and "--flow-weight-cv" in note
+    one_seed = lockstep_note(run(link_bound(), workers=2, sharing="ps", replications=1))
+    assert one_seed.startswith("the run ran in lock-step")
+    weighted = run(link_bound(), workers=2, replications=2, flow_weight_cv=1e-6)
+    assert [rep.label for rep in weighted.phases] == [LOCK_STEP, LOCK_STEP]
+    assert "lock-step" in lockstep_note(weighted) and "--flow-weight-cv" not in lockstep_note(
+        weighted
+    )
+
+
+def test_no_lock_step_note_where_lock_step_costs_nothing_or_did_not_happen() -> None:
+    nothing_sent = run(synthetic_trace([0.002], [0.003], [0]), workers=3, replications=2)
+    assert all(rep.label == LOCK_STEP for rep in nothing_sent.phases)
+    fcfs = run(link_bound(), workers=2, sharing="fcfs", replications=2)  # pipelined
+    sync = run(link_bound(), workers=2, mode="sync")
+    alone = run(link_bound(), replications=2)
+    for result in (nothing_sent, fcfs, sync, alone):
+        assert lockstep_note(result) == ""
+
+
+def test_cli_names_a_lock_step_point(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "cnn-b32", "--bandwidth", "200Mbps", "--steps", "40", "--warmup", "5"]
+    assert main([*args, "--workers", "1,2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "note: W = 2: every seed ran in lock-step" in out
+    assert "note: W = 1" not in out
+    assert main([*args, "--workers", "2", "--json"]) == 0
+    captured = capsys.readouterr()  # --json: stdout holds the document alone
+    assert "note: W = 2: every seed ran in lock-step" in captured.err
+    assert point(captured.out)["phases"][0]["label"] == LOCK_STEP
 
 
 def test_without_a_shared_resource_identical_workers_start_together() -> None:

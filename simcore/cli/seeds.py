@@ -13,7 +13,7 @@ from typing import Any
 from simcore.analytic.advisor import Ranked
 from simcore.sim import SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS, default_replications
-from simcore.sim.phases import MIXED
+from simcore.sim.phases import LOCK_STEP, MIXED
 from simcore.units import format_number
 
 WORKERS_LISTED = 8  # --phases lists the step times of this many workers; --json has all
@@ -85,6 +85,29 @@ def sweep_spread_cell(result: SimulationResult) -> str:
         return ""
     low, high = result.examples_spread
     return f"  {format_number(low)} .. {format_number(high)}"
+
+
+def lockstep_note(result: SimulationResult) -> str:
+    """Why an Async-SGD point whose every seed ran in lock-step may be far below a real cluster
+    ("" otherwise, and where nothing crosses a link, which lock-step cannot slow)."""
+    c = result.config
+    if c.mode != "async" or c.workers < 2 or not result.phases:
+        return ""
+    if any(rep.label != LOCK_STEP for rep in result.phases):
+        return ""
+    if not any(link.transferred_bytes > 0 for link in result.links):
+        return ""
+    runs = "every seed" if len(result.phases) > 1 else "the run"
+    text = (
+        f"{runs} ran in lock-step (the workers pulled, computed and pushed together, as they "
+        "started): identical workers sharing a link equally stay so, where real Async-SGD "
+        "workers drift apart and can pipeline, one pulling while another pushes, so a real "
+        "cluster may run well above this (--phases; README: 'Async-SGD: what makes workers "
+        "drift')"
+    )
+    if c.flow_weight_cv == 0 and not c.flow_weight_cv_push:
+        text += "; the link's measured unevenness (--network, --flow-weight-cv) lets them drift"
+    return text
 
 
 def format_phases(result: SimulationResult) -> list[str]:

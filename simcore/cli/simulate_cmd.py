@@ -51,6 +51,7 @@ from simcore.cli.seeds import (
     add_replications_options,
     format_phases,
     format_spread,
+    lockstep_note,
     replications_option,
     sweep_spread_cell,
 )
@@ -473,7 +474,13 @@ def run(args: argparse.Namespace) -> int:
         print(format_sweep(results, traces[0], host_sources(args, results[0].config)))
     if not (args.json or args.csv):
         print(link_text(link, results))
-    for line in notes(results, lambda r: f"W = {r.config.workers}"):
+    lines = []
+    for result in results:
+        lines += notes([result], lambda r: f"W = {r.config.workers}")
+        lockstep = lockstep_note(result)
+        if lockstep:
+            lines.append(f"note: W = {result.config.workers}: {lockstep}")
+    for line in lines:
         print(line, file=sys.stderr if args.json or args.csv else sys.stdout)
     if args.phases and not args.json:  # (--json: each point's phases are in the document)
         for result in results:
