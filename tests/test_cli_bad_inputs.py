@@ -193,6 +193,8 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["profile", "--model", "mlp", "--num-classes", "0", "-o", "p.json"], "--num-classes: must"),
     (["validate", "--workers-max", "0"], "--workers-max"),
     (["validate", "--from-runs", "r.json.gz", "--save-runs", "s.json.gz"], "--save-runs"),
+    (["validate", "--from-runs", "r.json.gz", "--no-save-runs"], "--no-save-runs: not with"),
+    (["validate", "--save-runs", "s.json.gz", "--no-save-runs"], "not allowed with argument"),
     (["validate", "--workers-max", "1000000"], "--workers-max"),
     (["validate", "--repetitions", "1000000"], "--repetitions"),
     (["validate", "--from-runs", "none.json.gz", "--bandwidth", "0bps"], "--bandwidth"),

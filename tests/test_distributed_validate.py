@@ -11,12 +11,14 @@ import csv
 import importlib.util
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from profilers.distributed import RunConfig
+from profilers.distributed.measurements import load_measurements
 from profilers.distributed.validation import colocation_slowdown, effective_bandwidth_bps
 from simcore.cli import validate_cmd
 from simcore.cli.main import OneLineErrorParser
@@ -85,8 +87,9 @@ def validate_args(*argv: str) -> argparse.Namespace:
 
 
 def test_cli_command_prints_json_and_saves_the_solo_trace(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # where the runs are kept by default
     out = tmp_path / "solo.json"
     options = ["--workers-max", "1", "--repetitions", "1", "--arch", "allreduce", "--json"]
     args = validate_args(*SMALL, *options, "-o", str(out))
@@ -95,6 +98,44 @@ def test_cli_command_prints_json_and_saves_the_solo_trace(
     assert [p["architecture"] for p in doc["points"]] == ["allreduce"]
     assert doc["points"][0]["measured_examples_per_s"][0] > 0
     assert load_trace(out).metadata.profiler["name"] == "sgdsim.profilers.distributed"
+    # Measured runs are kept unless told not to: a new file named after what was measured.
+    (kept,) = (tmp_path / validate_cmd.DEFAULT_RUNS_DIR).iterdir()
+    assert kept.name.startswith("runs-test_distributed_runner-TinyNet-b8-loopback-")
+    assert doc["context"]["runs_file"] == str(Path(validate_cmd.DEFAULT_RUNS_DIR) / kept.name)
+    measured = load_measurements(kept)
+    assert [(p.architecture.value, p.workers) for p in measured.points] == [("allreduce", 1)]
+    assert measured.points[0].runs[0].examples_per_s == pytest.approx(
+        doc["points"][0]["measured_examples_per_s"][0]
+    )
+
+
+def test_cli_keeps_nothing_with_no_save_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = ["--workers-max", "1", "--repetitions", "1", "--arch", "allreduce"]
+    args = validate_args(*SMALL[:-1], *options, "--no-save-runs")  # (not --quiet)
+    assert args.handler(args) == 0
+    assert list(tmp_path.iterdir()) == [] and "runs kept" not in capsys.readouterr().err
+
+
+def test_the_default_runs_file_is_new_and_named_after_the_validation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    now = datetime(2026, 11, 29, 13, 5, 1, tzinfo=timezone.utc)
+    args = validate_args("--model", "pkg.mod:factory", "--testbed", "350Mbit/s")
+    validate_cmd.settle_run_options(args)
+    first = validate_cmd.default_runs_path(args, now)
+    name = "runs-pkg.mod-factory-b32-350Mbit-20261129T130501Z"
+    assert first == Path("results/validate") / f"{name}.json.gz"
+    assert not (tmp_path / "results").exists()  # nothing made before a point is measured
+    first.parent.mkdir(parents=True)
+    first.write_text("")
+    assert validate_cmd.default_runs_path(args, now).name == f"{name}-2.json.gz"
+    loopback = validate_args("--batch-size", "8")
+    validate_cmd.settle_run_options(loopback)
+    assert validate_cmd.default_runs_path(loopback, now).name.startswith("runs-cnn-b8-loopback-")
 
 
 def test_cli_saves_the_runs_and_assesses_them_again(
@@ -108,6 +149,10 @@ def test_cli_saves_the_runs_and_assesses_them_again(
     args = validate_args("--from-runs", str(runs), "--json", "--quiet")
     assert args.handler(args) == 0
     again = json.loads(capsys.readouterr().out)
+    assert (first["context"].pop("runs_file"), again["context"].pop("runs_file")) == (
+        str(runs),
+        None,
+    )
     assert (again["points"], again["context"]) == (first["points"], first["context"])
     assert [i["role"] for i in again["inputs"]] == ["runs"] and not first["inputs"]
     # Another bandwidth for the predictions: the measurements stay, the predictions move.

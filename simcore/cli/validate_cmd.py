@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -236,11 +238,18 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="print one JSON document (sgdsim-output, OUTPUT.md)"
     )
     p.add_argument("-o", "--out", help="also write the solo trace to this file (.json or .json.gz)")
-    p.add_argument(
+    runs = p.add_mutually_exclusive_group()
+    runs.add_argument(
         "--save-runs",
         metavar="FILE",
-        help="also keep every run's timestamps in FILE (.json, or .json.gz compressed) to "
-        "predict again later with --from-runs",
+        help="keep every run's timestamps in FILE (.json, or .json.gz compressed), written "
+        "after every point, to predict again later with --from-runs (default: a new file in "
+        f"{DEFAULT_RUNS_DIR}/, named after the model, the link and the time)",
+    )
+    runs.add_argument(
+        "--no-save-runs",
+        action="store_true",
+        help="do not keep the runs (they cost minutes to hours of training to measure again)",
     )
     p.add_argument(
         "--save-network",
@@ -479,6 +488,11 @@ def run(args: argparse.Namespace) -> int:
 
     settle_run_options(args)
     ring_cpu_placement(args)  # refused combinations, before anything is read or run
+    if args.from_runs and args.no_save_runs:
+        raise ConfigError(
+            "--no-save-runs: not with --from-runs (nothing is measured, nothing kept: "
+            "the saved runs are read)"
+        )
     if args.from_runs and is_campaign(args.from_runs):
         return _run_campaign(args)
     if args.fit_rate is not None:
@@ -502,6 +516,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"--save-runs: not with --from-runs ({args.from_runs[0]} holds the runs already)"
             )
+    elif not (args.from_runs or args.no_save_runs):
+        args.save_runs = str(default_runs_path(args))  # a new name: nothing to overwrite
     if args.save_network is not None:
         check_output(args.save_network, "--save-network", force=args.force)
     if not args.from_runs:
@@ -510,6 +526,12 @@ def run(args: argparse.Namespace) -> int:
         report = validate_keeping_runs(args, Path(args.save_runs))
     else:
         report = validate_with(args)
+    if args.save_runs and not args.quiet:
+        print(
+            f"sgdsim validate: runs kept in {args.save_runs} (`sgdsim validate --from-runs "
+            f"{args.save_runs}` predicts them again without training)",
+            file=sys.stderr,
+        )
     if args.out:
         from simcore.trace.io import save_trace
 
@@ -520,10 +542,35 @@ def run(args: argparse.Namespace) -> int:
         save_network_profile(report.network, args.save_network, overwrite=args.force)
     if args.json:
         context = _report_dict(report)
+        context["runs_file"] = args.save_runs  # where this validation's runs were kept, if
         print_json(args, "validate", context.pop("points"), context=context)
     else:
         print(report_text(report))
     return 0
+
+
+#: Where ``sgdsim validate`` keeps the runs it measures unless told otherwise.
+DEFAULT_RUNS_DIR = "results/validate"
+
+
+def default_runs_path(args: argparse.Namespace, now: datetime | None = None) -> Path:
+    """A new file in DEFAULT_RUNS_DIR for this validation's runs, named after what it measures
+    and when (UTC): ``runs-cnn-b32-300Mbit-20261129T130501Z.json.gz``; ``-2``, ``-3``, ... if
+    that name is taken. Nothing is created here (:func:`validate_keeping_runs` makes the
+    folder when it writes the first point)."""
+    when = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(args.model or MODEL)).strip("-.") or "model"
+    batch = args.batch_size if args.batch_size is not None else BATCH_SIZE
+    link = "loopback"
+    if args.testbed:
+        link = f"{parse_bandwidth(args.testbed, name='--testbed') / 1e6:g}Mbit"
+    folder = Path(DEFAULT_RUNS_DIR)
+    stem = f"runs-{model}-b{batch}-{link}-{when}"
+    path, n = folder / f"{stem}.json.gz", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.json.gz"
+    return path
 
 
 # Limits of a validation run here: more is days of training or more ranks than a machine holds.
@@ -553,6 +600,7 @@ def validate_keeping_runs(args: argparse.Namespace, path: Path) -> ValidationRep
 
     def keep(measured: Measurements) -> None:
         nonlocal saved
+        path.parent.mkdir(parents=True, exist_ok=True)
         save_measurements(measured, path, overwrite=True)
         saved = True
 
