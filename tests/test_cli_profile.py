@@ -139,3 +139,11 @@ def test_usage_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> No
     assert result.returncode == 2
     assert result.stderr.startswith("sgdsim: error: ") and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "usage:" not in result.stderr
+
+
+def test_a_bare_sgdsim_lists_its_commands() -> None:
+    result = run_cli()
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("usage: sgdsim")
+    for command in ("profile", "simulate", "timeline", "analyze", "advise", "validate"):
+        assert f"\n    {command} " in result.stdout

@@ -120,8 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         argcomplete.autocomplete(parser)  # answers a shell's completion request, then exits
-        args = parser.parse_args(argv)
-        args.argv = list(sys.argv[1:] if argv is None else argv)  # for --json's "argv"
+        given = list(sys.argv[1:] if argv is None else argv)
+        if not given:  # a bare `sgdsim`: what it can do, rather than an error
+            parser.print_help()
+            return 0
+        args = parser.parse_args(given)
+        args.argv = given  # for --json's "argv"
         return _run(args)
     except BrokenPipeError:
         # The reader went away (`sgdsim ... | head`): end quietly, as a command killed by SIGPIPE
