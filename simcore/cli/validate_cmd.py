@@ -523,6 +523,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.from_runs:
         _check_run_sizes(args)
     if args.save_runs and not args.from_runs:
+        if not args.quiet:  # (an interrupted validation leaves its points there too)
+            print(
+                f"sgdsim validate: keeping the runs in {args.save_runs}, after every point",
+                file=sys.stderr,
+            )
         report = validate_keeping_runs(args, Path(args.save_runs))
     else:
         report = validate_with(args)
@@ -542,7 +547,7 @@ def run(args: argparse.Namespace) -> int:
         save_network_profile(report.network, args.save_network, overwrite=args.force)
     if args.json:
         context = _report_dict(report)
-        context["runs_file"] = args.save_runs  # where this validation's runs were kept, if
+        context["runs_file"] = args.save_runs  # None: not kept, or read with --from-runs
         print_json(args, "validate", context.pop("points"), context=context)
     else:
         print(report_text(report))
