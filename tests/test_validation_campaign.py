@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import statistics
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -1077,3 +1078,33 @@ def test_a_server_links_option_is_refused_for_rings_alone(
         assert f"{given[0]}: only with a parameter-server point" in err
     assert main(["validate", "--from-runs", str(runs), *given, "--quiet", "--json"]) == 0
     capsys.readouterr()
+
+
+def test_a_validation_says_how_its_async_workers_lined_up(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """check-200's cnn at W = 2: the report's Async-SGD lines give each real run's and each
+    simulated seed's pattern, the step-time quantiles and the link's occupancy that its JSON
+    holds (the runs drifted or pipelined, the seeds mostly did not stay in step); a
+    selection without Async-SGD at W >= 2 has no such lines."""
+    check = resources.files("simcore.data.validation") / "check-200"
+    cnn = str(check / "cnn-b16-200-layerwise.json.gz")
+    args = ["validate", "--from-runs", cnn, "--arch", "ps-async", "--workers-max", "2", "--quiet"]
+    assert main([*args, "--json"]) == 0
+    (point,) = [p for p in output(capsys.readouterr().out)["points"] if p["workers"] == 2]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    (line,) = [row for row in text.splitlines() if row.startswith("  W=2: runs ")]
+    assert "Async-SGD: how the workers lined up in each real run and each simulated seed" in text
+    runs, seeds = line.split("; ")[:2]
+    for key, segment in (("measured_phases", runs), ("simulated_phases", seeds)):
+        labels = point[key]
+        assert all(f"{label} {labels.count(label)}" in segment for label in labels)
+    median, p95 = (1e3 * point["measured_step_s_quantiles"][i] for i in (1, 2))
+    assert f"steps {median:.3g} / {p95:.3g} ms" in line
+    assert len(point["measured_phases"]) == 3 and len(point["simulated_phases"]) >= 5
+    assert (
+        main(["validate", "--from-runs", cnn, "--arch", "ps-sync", "--workers-max", "2", "--quiet"])
+        == 0
+    )
+    assert "Async-SGD: how the workers lined up" not in capsys.readouterr().out

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +35,7 @@ from profilers.distributed.validation import (
     ValidationPoint,
     ValidationReport,
     assess,
+    phase_counts_text,
 )
 from simcore.errors import ConfigError
 from simcore.link_settings import FRESH_SHARING, WARM_SHARING, LinkSettings
@@ -354,8 +354,8 @@ def campaign_async_table(report: CampaignReport) -> Table:
             continue
         table.add(
             **_point_cells(r, p, label),
-            measured_phases=_counts(p.measured_phases),
-            simulated_phases=_counts(p.simulated_phases),
+            measured_phases=phase_counts_text(p.measured_phases),
+            simulated_phases=phase_counts_text(p.simulated_phases),
             measured_step_p50_ms=1e3 * p.measured_step_s[1],
             simulated_step_p50_ms=1e3 * p.simulated_step_s[1],
             measured_step_p95_ms=1e3 * p.measured_step_s[2],
@@ -397,11 +397,6 @@ def campaign_sync_table(report: CampaignReport) -> Table:
             simulated_computations=arrivals_text(p.simulated_computations),
         )
     return table
-
-
-def _counts(labels: Sequence[str]) -> str:
-    """``('drifting', 'pipelined', 'drifting')`` -> ``drifting 2, pipelined 1``."""
-    return ", ".join(f"{k} {v}" for k, v in Counter(labels).most_common())
 
 
 def campaign_text(report: CampaignReport) -> str:

@@ -65,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +138,12 @@ from simcore.sim.arrivals import (
     timeline_computations,
     timeline_pull_ends,
 )
-from simcore.sim.occupancy import LinkOccupancy, pooled_occupancy, timeline_occupancy
+from simcore.sim.occupancy import (
+    LinkOccupancy,
+    pooled_occupancy,
+    short_occupancy_text,
+    timeline_occupancy,
+)
 from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.cpu import CommThreadCpu, forward_backward_s_per_step, measured_comm_thread
@@ -1349,6 +1355,48 @@ def _cores_text(report: ValidationReport) -> str:
     return f"workers share {report.host_cpu_cores:g} core(s)"
 
 
+def phase_counts_text(labels: Sequence[str]) -> str:
+    """``('drifting', 'pipelined', 'drifting')`` -> ``drifting 2, pipelined 1``."""
+    return ", ".join(f"{k} {v}" for k, v in Counter(labels).most_common())
+
+
+def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
+    """For Async-SGD with two workers or more: how the workers lined up in each real run and
+    each simulated seed, their step times, and how the transfers shared the server's link: a
+    prediction far below its runs with every seed in lock-step is the simulator's missing
+    drift (README: 'Async-SGD: what makes workers drift'). None: no such point."""
+    shown = [
+        p
+        for p in points
+        if p.architecture == Architecture.PS_ASYNC.value
+        and p.workers >= 2
+        and (p.measured_phases or p.simulated_phases)
+    ]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "Async-SGD: how the workers lined up in each real run and each simulated seed "
+        "(lock-step: starting their steps together; pipelined: at a fixed offset; drifting: "
+        "none), the median and 95% quantile of their step times, and the share of time every "
+        "worker pulled / every worker pushed / both directions of the server's link were busy",
+    ]
+    for p in shown:
+        m, s = p.measured_step_s, p.simulated_step_s
+        lines.append(
+            f"  W={p.workers}: runs {phase_counts_text(p.measured_phases) or '-'}; seeds "
+            f"{phase_counts_text(p.simulated_phases) or '-'}; steps {_ms(m[1])} / {_ms(m[2])} "
+            f"ms, simulated {_ms(s[1])} / {_ms(s[2])} ms; link "
+            f"{short_occupancy_text(p.measured_occupancy)} %, simulated "
+            f"{short_occupancy_text(p.simulated_occupancy)} %"
+        )
+    return lines
+
+
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{1e3 * seconds:.3g}"
+
+
 def report_text(report: ValidationReport) -> str:
     """The setup line, the tables and the mean and maximum absolute error of each predictor."""
     where = "loopback"
@@ -1429,6 +1477,7 @@ def report_text(report: ValidationReport) -> str:
     for table in report_tables(report):
         lines += ["", table.text()]
     lines += ["", COLUMNS_TEXT]
+    lines += async_pattern_lines(report.points)
     arrivals = [p for p in report.points if p.measured_pull_arrivals is not None]
     if arrivals:
         unit_s = one_pull_s(report.trace, report.bandwidth_bps)
