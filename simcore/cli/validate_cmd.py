@@ -488,10 +488,11 @@ def run(args: argparse.Namespace) -> int:
 
     settle_run_options(args)
     ring_cpu_placement(args)  # refused combinations, before anything is read or run
-    if args.from_runs and args.no_save_runs:
-        raise ConfigError(
-            "--no-save-runs: not with --from-runs (nothing is measured, nothing kept: "
-            "the saved runs are read)"
+    if args.from_runs:
+        refuse_given(
+            args,
+            ("no_save_runs",),
+            "not with --from-runs (nothing is measured, nothing kept: the saved runs are read)",
         )
     if args.from_runs and is_campaign(args.from_runs):
         return _run_campaign(args)
@@ -562,15 +563,15 @@ def default_runs_path(args: argparse.Namespace, now: datetime | None = None) -> 
     """A new file in DEFAULT_RUNS_DIR for this validation's runs, named after what it measures
     and when (UTC): ``runs-cnn-b32-300Mbit-20261129T130501Z.json.gz``; ``-2``, ``-3``, ... if
     that name is taken. Nothing is created here (:func:`validate_keeping_runs` makes the
-    folder when it writes the first point)."""
+    folder when it writes the first point). For ``args`` with their defaults
+    (:func:`settle_run_options`)."""
     when = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(args.model or MODEL)).strip("-.") or "model"
-    batch = args.batch_size if args.batch_size is not None else BATCH_SIZE
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model).strip("-.") or "model"
     link = "loopback"
     if args.testbed:
         link = f"{parse_bandwidth(args.testbed, name='--testbed') / 1e6:g}Mbit"
     folder = Path(DEFAULT_RUNS_DIR)
-    stem = f"runs-{model}-b{batch}-{link}-{when}"
+    stem = f"runs-{model}-b{args.batch_size}-{link}-{when}"
     path, n = folder / f"{stem}.json.gz", 1
     while path.exists():
         n += 1
