@@ -1108,3 +1108,40 @@ def test_a_validation_says_how_its_async_workers_lined_up(
         == 0
     )
     assert "Async-SGD: how the workers lined up" not in capsys.readouterr().out
+
+
+def test_an_async_prediction_shows_its_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+    """check-200's cnn: the Async-SGD prediction at W = 2 is the mean of its seeds, each
+    seed's examples/s is in the JSON, and the text gives their range beside the runs' and
+    their spread (max - min) / mean beside the runs' spread%; at W = 1 the prediction is one
+    run and has none. The campaign's JSON row carries the same spread (null at W = 1)."""
+    check = resources.files("simcore.data.validation") / "check-200"
+    cnn = str(check / "cnn-b16-200-layerwise.json.gz")
+    args = ["validate", "--from-runs", cnn, "--arch", "ps-async", "--workers-max", "2", "--quiet"]
+    assert main([*args, "--json"]) == 0
+    one, two = sorted(output(capsys.readouterr().out)["points"], key=lambda p: p["workers"])
+    assert one["simulated_seeds_examples_per_s"] == []
+    seeds = two["simulated_seeds_examples_per_s"]
+    assert len(seeds) == len(two["simulated_phases"]) >= 5
+    assert statistics.fmean(seeds) == pytest.approx(two["simulated_examples_per_s"], rel=1e-12)
+    assert max(seeds) > min(seeds)  # the seeds line up differently: not one value
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    (line,) = [row for row in text.splitlines() if row.startswith("  W=2: runs ")]
+    measured = two["measured_examples_per_s"]
+    assert (
+        f"examples/s {min(measured):.4g}-{max(measured):.4g}, simulated "
+        f"{min(seeds):.4g}-{max(seeds):.4g}" in line
+    )
+    header = next(row for row in text.splitlines() if "seeds%" in row).split()
+    rows = {row.split()[0]: row.split() for row in text.splitlines() if row[:3] in ("  1", "  2")}
+    column = header.index("seeds%")
+    spread = 100 * (max(seeds) - min(seeds)) / statistics.fmean(seeds)
+    assert rows["2"][column] == f"{spread:.1f}" and rows["1"][column] == "-"
+
+    campaign = ["validate", "--from-runs", "check-200", "--model", "cnn", *args[3:], "--json"]
+    assert main(campaign) == 0
+    rows_json = output(capsys.readouterr().out)["points"]
+    by_w = {p["workers"]: p for p in rows_json}
+    assert by_w[1]["simulated_spread_percent"] is None
+    assert by_w[2]["simulated_spread_percent"] == pytest.approx(spread, rel=1e-9)

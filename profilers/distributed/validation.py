@@ -247,6 +247,10 @@ class ValidationPoint:
     # (simcore.sim.arrivals.computations_by_arrival).
     measured_computations: tuple[float, ...] | None = None
     simulated_computations: tuple[float, ...] | None = None
+    # Each simulated seed's examples/s where ``simulated`` is their mean (Async-SGD with W >= 2,
+    # whose workers line up differently from one seed to the next); empty where the prediction
+    # is one run (its batch means give its interval).
+    simulated_seeds: tuple[float, ...] = ()
 
     @property
     def measured_mean(self) -> float:
@@ -256,6 +260,15 @@ class ValidationPoint:
     def spread(self) -> float:
         """(max - min) / mean of the repetitions."""
         return (max(self.measured) - min(self.measured)) / self.measured_mean
+
+    @property
+    def simulated_spread(self) -> float:
+        """(max - min) / mean of the simulated seeds, as :attr:`spread` of the runs; NaN where
+        the prediction is one run."""
+        if len(self.simulated_seeds) < 2:
+            return math.nan
+        seeds = self.simulated_seeds
+        return (max(seeds) - min(seeds)) / statistics.fmean(seeds)
 
     @property
     def standard_error(self) -> float:
@@ -1129,6 +1142,11 @@ class Predictor:
             simulated_step_s=simulated_step_quantiles(simulated),
             measured_phases=tuple(measured_phase_label(r) for r in runs),
             simulated_phases=tuple(p.label for p in simulated.phases),
+            simulated_seeds=(
+                simulated.replication_examples_per_s
+                if len(simulated.replication_examples_per_s) >= 2
+                else ()
+            ),
             cpu_ratio=self._cpu_ratio(arch, runs),
             measured_pull_arrivals=arrivals.measured_arrivals,
             simulated_pull_arrivals=arrivals.simulated_arrivals,
@@ -1288,6 +1306,7 @@ COLUMNS = (
     Column("standard_error_percent", "se%", "{:.1f}"),
     Column("simulated", "sim"),
     Column("simulated_error_percent", "err%", "{:+.1f}"),
+    Column("simulated_spread_percent", "seeds%", "{:.1f}"),
     Column("simulated_ideal", "ideal"),
     Column("simulated_ideal_error_percent", "err%", "{:+.1f}"),
     Column("coarse", "coarse"),
@@ -1297,12 +1316,15 @@ COLUMNS = (
 )
 
 
-# What the last two columns of a point's row are (the campaign's tables share them).
+# What a point's row's seeds%, compute x and cpu x columns are (the campaign's tables share them).
 COLUMNS_TEXT = (
-    "(compute x: the runs' forward and backward per worker-step, wall time, over the solo "
-    "profile's; cpu x: a parameter server's workers' CPU time per step over the one-worker "
-    "runs' that the prediction charges, '-' for rings or runs without it: where the workers' "
-    "cores are the bottleneck, an error near cpu x - 1 is the host's, not the model's)"
+    "(seeds%: (max - min) / mean of the simulated seeds the prediction averages (Async-SGD "
+    "with two workers or more, whose workers line up differently from seed to seed), beside"
+    " spread%, the runs'; compute x: the runs' forward and backward per worker-step, wall "
+    "time, over the solo profile's; cpu x: a parameter server's workers' CPU time per step "
+    "over the one-worker runs' that the prediction charges, '-' for rings or runs without "
+    "it: where the workers' cores are the bottleneck, an error near cpu x - 1 is the "
+    "host's, not the model's)"
 )
 
 
@@ -1337,6 +1359,7 @@ def report_tables(report: ValidationReport) -> list[Table]:
             spread_percent=100 * p.spread,
             standard_error_percent=100 * p.standard_error,
             simulated=p.simulated,
+            simulated_spread_percent=100 * p.simulated_spread,
             simulated_ideal=p.simulated_ideal,
             coarse=p.coarse,
             slowdown=p.slowdown,
@@ -1385,12 +1408,22 @@ def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
         m, s = p.measured_step_s, p.simulated_step_s
         lines.append(
             f"  W={p.workers}: runs {phase_counts_text(p.measured_phases) or '-'}; seeds "
-            f"{phase_counts_text(p.simulated_phases) or '-'}; steps {_ms(m[1])} / {_ms(m[2])} "
+            f"{phase_counts_text(p.simulated_phases) or '-'}; examples/s "
+            f"{_range_text(p.measured)}, simulated {_range_text(p.simulated_seeds)}; steps "
+            f"{_ms(m[1])} / {_ms(m[2])} "
             f"ms, simulated {_ms(s[1])} / {_ms(s[2])} ms; link "
             f"{short_occupancy_text(p.measured_occupancy)} %, simulated "
             f"{short_occupancy_text(p.simulated_occupancy)} %"
         )
     return lines
+
+
+def _range_text(values: Sequence[float]) -> str:
+    """The lowest and highest of some examples/s, ``-`` for none."""
+    if not values:
+        return "-"
+    low, high = min(values), max(values)
+    return f"{low:.4g}" if low == high else f"{low:.4g}-{high:.4g}"
 
 
 def _ms(seconds: float) -> str:

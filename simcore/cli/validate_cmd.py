@@ -655,6 +655,8 @@ def _point_details(p: ValidationPoint) -> dict[str, Any]:
         "simulated_step_s_quantiles": _quantiles(p.simulated_step_s),
         "measured_phases": list(p.measured_phases),
         "simulated_phases": list(p.simulated_phases),
+        # each simulated seed's examples/s where the prediction is their mean (else empty)
+        "simulated_seeds_examples_per_s": list(p.simulated_seeds),
         "measured_occupancy": occupancy(p.measured_occupancy),
         "simulated_occupancy": occupancy(p.simulated_occupancy),
         # Sync-SGD: the k-th pull's arrival after the release, in one pull alone
