@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,7 @@ def test_a_lock_step_that_slows_the_link_is_named() -> None:
     # the run lacks (no flow weight cv).
     note = lockstep_note(run(link_bound(), workers=2, sharing="ps", replications=2))
     assert note.startswith("every seed ran in lock-step") and "--flow-weight-cv" in note
+    assert "(--phases;" in note
     one_seed = lockstep_note(run(link_bound(), workers=2, sharing="ps", replications=1))
     assert one_seed.startswith("the run ran in lock-step")
     weighted = run(link_bound(), workers=2, replications=2, flow_weight_cv=1e-6)
@@ -78,6 +80,35 @@ def test_a_lock_step_that_slows_the_link_is_named() -> None:
     assert "lock-step" in lockstep_note(weighted) and "--flow-weight-cv" not in lockstep_note(
         weighted
     )
+
+
+def test_timeline_and_advise_name_a_lock_step_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The note simulate prints, from the two commands without --phases, which send the
+    user to simulate's: timeline's seeds, and each confirmed Async-SGD row of advise whose
+    every seed ran in lock-step (PS and hybrid sharing of cnn at 200 Mbit/s), not its FCFS
+    row (pipelined) nor its rings."""
+    figure = tmp_path / "t.png"
+    args = ["cnn-b32", "--bandwidth", "200Mbps", "--steps", "40"]
+    assert main(["timeline", *args, "--workers", "2", "-o", str(figure)]) == 0
+    err = capsys.readouterr().err
+    assert "note: every seed ran in lock-step" in err and "(sgdsim simulate --phases;" in err
+    assert main(["advise", *args, "--machines", "3", "--confirm", "6", "--json"]) == 0
+    captured = capsys.readouterr()
+    ranked = {(p["label"], p["source"]) for p in json.loads(captured.out)["points"]}
+    notes = [line for line in captured.err.splitlines() if "ran in lock-step" in line]
+    assert sorted(line.split(": ")[1] for line in notes) == [
+        "PS Async, hybrid links, 1 server, W=2",
+        "PS Async, ps links, 1 server, W=2",
+    ]
+    for label in ("PS Async, hybrid links, 1 server, W=2", "PS Async, fcfs links, 1 server, W=2"):
+        assert (label, "simulated") in ranked
+    assert all("(sgdsim simulate --phases;" in line for line in notes)
+    assert (
+        main(["advise", *args, "--machines", "3", "--confirm", "6", "--flow-weight-cv", "0.3"]) == 0
+    )
+    assert "ran in lock-step" not in capsys.readouterr().err
 
 
 def test_no_lock_step_note_where_lock_step_costs_nothing_or_did_not_happen() -> None:

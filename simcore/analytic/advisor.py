@@ -183,6 +183,8 @@ class Ranked:
     cost_per_million_examples: float | None
     simulated_spread: tuple[float, float] | None = None  # min, max examples/s over seeds
     stopping: Stopping | None = None  # how the stopping rule sized the simulation
+    # every seed ran in lock-step while the link carried bytes (SimulationResult.ran_in_lockstep)
+    lockstep: bool = False
 
     @property
     def examples_per_s(self) -> float:
@@ -494,7 +496,8 @@ def _ranked(
     if result is not None and len(result.replication_examples_per_s) > 1:
         spread = result.examples_spread
     stopping = None if result is None else result.stopping
-    return Ranked(candidate, analytic, simulated, cost, spread, stopping)
+    lockstep = result is not None and result.ran_in_lockstep
+    return Ranked(candidate, analytic, simulated, cost, spread, stopping, lockstep)
 
 
 def _simulate_all(

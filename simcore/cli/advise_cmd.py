@@ -40,7 +40,11 @@ from simcore.cli.precision_options import (
     precision_rule,
 )
 from simcore.cli.progress import Progress
-from simcore.cli.seeds import add_replications_options, advise_seeds_note
+from simcore.cli.seeds import (
+    add_replications_options,
+    advise_lockstep_note,
+    advise_seeds_note,
+)
 from simcore.errors import ConfigError
 from simcore.link_settings import LinkSettings, with_traces
 from simcore.report.output import print_json
@@ -171,10 +175,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_advice(advice, trace, args, where))
         print("\n".join(advice_link_lines(link)))
+    push_cv = link.flow_weight_cv_push
+    uneven = bool(link.flow_weight_cv.value or (push_cv is not None and push_cv.value))
     for r in advice.ranked:
         note = "" if r.stopping is None else stopping_text(r.stopping, r.simulated_spread)
-        if note:
-            print(f"note: {r.candidate.label}: {note}", file=sys.stderr if quiet else None)
+        for text in (note, advise_lockstep_note(r, args, uneven=uneven)):
+            if text:
+                print(f"note: {r.candidate.label}: {text}", file=sys.stderr if quiet else None)
     if advice.interrupted:
         confirming = min(args.confirm, len(advice.ranked))
         interrupted_note("advise", len(advice.simulated), confirming, "confirming simulations")

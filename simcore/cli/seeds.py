@@ -13,9 +13,11 @@ from typing import Any
 from simcore.analytic.advisor import Ranked
 from simcore.sim import SimulationResult
 from simcore.sim.config import ASYNC_REPLICATIONS, SYNC_REPLICATIONS, default_replications
-from simcore.sim.phases import LOCK_STEP, MIXED
+from simcore.sim.phases import MIXED
 from simcore.units import format_number
 
+# Where the commands without --phases (timeline, advise) send a user for each seed's pattern.
+SIMULATE_PHASES = "sgdsim simulate --phases"
 WORKERS_LISTED = 8  # --phases lists the step times of this many workers; --json has all
 
 
@@ -71,6 +73,14 @@ def advise_seeds_note(args: argparse.Namespace) -> str:
     return f"; Async-SGD: mean of {runs} seeds, 'seeds' gives their range" if runs > 1 else ""
 
 
+def advise_lockstep_note(ranked: Ranked, args: argparse.Namespace, *, uneven: bool) -> str:
+    """An advise row's lock-step note ("" unless every seed of its simulation ran so)."""
+    if not ranked.lockstep:
+        return ""
+    runs = default_replications("async") if args.replications is None else args.replications
+    return lockstep_text(runs, uneven=uneven, phases_option=SIMULATE_PHASES)
+
+
 def advise_spread_note(ranked: Ranked) -> str:
     """An advise row's ``seeds min..max`` (examples/s), when it was simulated with several."""
     if ranked.simulated_spread is None:
@@ -87,25 +97,29 @@ def sweep_spread_cell(result: SimulationResult) -> str:
     return f"  {format_number(low)} .. {format_number(high)}"
 
 
-def lockstep_note(result: SimulationResult) -> str:
+def lockstep_note(result: SimulationResult, *, phases_option: str = "--phases") -> str:
     """Why an Async-SGD point whose every seed ran in lock-step may be far below a real cluster
-    ("" otherwise, and where nothing crosses a link, which lock-step cannot slow)."""
+    ("" otherwise: SimulationResult.ran_in_lockstep); ``phases_option``: how the command's
+    user sees each seed's pattern."""
+    if not result.ran_in_lockstep:
+        return ""
     c = result.config
-    if c.mode != "async" or c.workers < 2 or not result.phases:
-        return ""
-    if any(rep.label != LOCK_STEP for rep in result.phases):
-        return ""
-    if not any(link.transferred_bytes > 0 for link in result.links):
-        return ""
-    runs = "every seed" if len(result.phases) > 1 else "the run"
+    uneven = bool(c.flow_weight_cv or c.flow_weight_cv_push)
+    return lockstep_text(len(result.phases), uneven=uneven, phases_option=phases_option)
+
+
+def lockstep_text(seeds: int, *, uneven: bool, phases_option: str = "--phases") -> str:
+    """What lock-step over ``seeds`` seeds means for a prediction; without ``uneven`` (flow
+    weights that vary) it names the options that give the link's measured unevenness."""
+    runs = "every seed" if seeds > 1 else "the run"
     text = (
         f"{runs} ran in lock-step (the workers pulled, computed and pushed together, as they "
         "started): identical workers sharing a link equally stay so, where real Async-SGD "
         "workers drift apart and can pipeline, one pulling while another pushes, so a real "
-        "cluster may run well above this (--phases; README: 'Async-SGD: what makes workers "
-        "drift')"
+        f"cluster may run well above this ({phases_option}; README: 'Async-SGD: what makes "
+        "workers drift')"
     )
-    if c.flow_weight_cv == 0 and not c.flow_weight_cv_push:
+    if not uneven:
         text += "; the link's measured unevenness (--network, --flow-weight-cv) lets them drift"
     return text
 

@@ -39,7 +39,13 @@ from simcore.cli.precision_options import (
     length_text,
     precision_rule,
 )
-from simcore.cli.seeds import add_replications_options, replications_option, shown_seed_note
+from simcore.cli.seeds import (
+    SIMULATE_PHASES,
+    add_replications_options,
+    lockstep_note,
+    replications_option,
+    shown_seed_note,
+)
 from simcore.cli.simulate_cmd import DEFAULT_HTTP2_WINDOW, check_window_scheduler
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
@@ -337,9 +343,9 @@ def _timeline(
     )
     if occupancy is not None and c.workers > 1:
         print(f"the servers' links after warm-up: {occupancy_text(occupancy)}", file=sys.stderr)
-    note = stopping_note(result)
-    if note:
-        print(f"note: {note}", file=sys.stderr)
+    for note in (stopping_note(result), lockstep_note(result, phases_option=SIMULATE_PHASES)):
+        if note:
+            print(f"note: {note}", file=sys.stderr)
 
 
 def _occupancy(result: SimulationResult) -> LinkOccupancy | None:

@@ -36,7 +36,12 @@ import numpy as np
 
 from simcore.sim.config import SimulationConfig
 from simcore.sim.engine import RunRecord, SimulationError
-from simcore.sim.phases import ReplicationPhases, replication_phases, step_time_quantiles
+from simcore.sim.phases import (
+    LOCK_STEP,
+    ReplicationPhases,
+    replication_phases,
+    step_time_quantiles,
+)
 from simcore.sim.settling import Settling, settling_of
 
 # Two-sided 95% Student t quantiles t(0.975, df), df = 1..30.
@@ -256,6 +261,18 @@ class SimulationResult:
         """(min, max) over replications of their examples/s."""
         values = self.replication_examples_per_s or (self.examples_per_s.value,)
         return min(values), max(values)
+
+    @property
+    def ran_in_lockstep(self) -> bool:
+        """Async-SGD with two workers or more whose every replication ran in lock-step while a
+        link carried bytes: identical workers that started together and stayed so, where real
+        ones drift apart and can pipeline (lock-step costs nothing where nothing is sent)."""
+        c = self.config
+        if c.mode != "async" or c.workers < 2 or not self.phases:
+            return False
+        if any(rep.label != LOCK_STEP for rep in self.phases):
+            return False
+        return any(link.transferred_bytes > 0 for link in self.links)
 
     @property
     def mean_step_s(self) -> float:
