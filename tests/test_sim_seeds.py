@@ -55,6 +55,7 @@ def test_two_fcfs_workers_alternate_on_the_shared_link() -> None:
         assert pair.mean_offset == pytest.approx(0.5, abs=1e-9)
         assert pair.concentration == pytest.approx(1.0) and pair.lockstep_share == 0.0
         assert sum(pair.histogram) == pair.offsets == 50
+        assert pair.median_distance == pytest.approx(0.5) == rep.median_distance
 
 
 def test_two_ps_workers_stay_in_lock_step() -> None:
@@ -64,6 +65,7 @@ def test_two_ps_workers_stay_in_lock_step() -> None:
     assert result.steps_per_s.value == pytest.approx(1.0 / (2 * T), rel=1e-9)
     assert [rep.label for rep in result.phases] == [LOCK_STEP, LOCK_STEP]
     assert result.phases[0].pairs[0].histogram[0] == 50
+    assert result.phases[0].median_distance == 0.0
 
 
 def test_a_lock_step_that_slows_the_link_is_named() -> None:
@@ -201,6 +203,12 @@ def test_offsets_by_hand() -> None:
     assert offsets(ends_a, ends_b, warmup=1).tolist() == [0.25, 0.25, 0.25]
     near_one = pair_phase(0, 1, np.array([0.98, 0.01, 0.99, 0.02]))
     assert near_one.label == LOCK_STEP and near_one.lockstep_share == 1.0
+    # distances to starting together: 0.02, 0.01, 0.01, 0.02 -> median 0.015
+    assert near_one.median_distance == pytest.approx(0.015)
+    # drifting: offsets 0.1, 0.3, 0.6, 0.9 -> distances 0.1, 0.3, 0.4, 0.1 -> median 0.2
+    spread = pair_phase(0, 1, np.array([0.1, 0.3, 0.6, 0.9]))
+    assert spread.median_distance == pytest.approx(0.2)
+    assert pair_phase(0, 1, np.array([])).median_distance == 0.0
 
 
 def test_offsets_within_steps_with_gaps_by_hand() -> None:

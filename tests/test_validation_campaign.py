@@ -53,7 +53,9 @@ from profilers.distributed.to_trace import pooled_trace, run_to_trace, with_comp
 from profilers.distributed.validation import (
     assess,
     measured_phase_label,
+    measured_phases,
     measured_step_quantiles,
+    offsets_text,
 )
 from simcore.cli.main import main
 from simcore.errors import ConfigError
@@ -455,6 +457,11 @@ def test_a_real_runs_phase_pattern_is_read_from_its_step_ends() -> None:
     assert measured_phase_label(_two_worker_run(0.0)) == "lock-step"
     assert measured_phase_label(_two_worker_run(0.5)) == "pipelined"
     assert measured_phase_label(measurements().solo) == "one worker"
+    # how far apart: the second worker 0.3 s into the first's 1 s steps, or 0.7 (0.3 before)
+    assert measured_phases(_two_worker_run(0.3)).median_distance == pytest.approx(0.3)
+    assert measured_phases(_two_worker_run(0.7)).median_distance == pytest.approx(0.3)
+    assert measured_phases(_two_worker_run(0.5)).median_distance == pytest.approx(0.5)
+    assert math.isnan(measured_phases(measurements().solo).median_distance)
 
 
 def test_measured_step_quantiles_count_each_step_from_the_previous_end() -> None:
@@ -1103,6 +1110,14 @@ def test_a_validation_says_how_its_async_workers_lined_up(
     median, p95 = (1e3 * point["measured_step_s_quantiles"][i] for i in (1, 2))
     assert f"steps {median:.3g} / {p95:.3g} ms" in line
     assert len(point["measured_phases"]) == 3 and len(point["simulated_phases"]) >= 5
+    # how far apart the workers started: one value per run and seed, 0 .. 0.5 of a step, and
+    # their range in the line
+    apart = point["measured_offsets"], point["simulated_offsets"]
+    assert [len(v) for v in apart] == [3, len(point["simulated_phases"])]
+    assert all(0.0 <= d <= 0.5 for v in apart for d in v)
+    assert f"apart {offsets_text(apart[0])}, simulated {offsets_text(apart[1])}; " in line
+    assert offsets_text([0.401, 0.47]) == "0.40-0.47" and offsets_text([0.25]) == "0.25"
+    assert offsets_text([]) == "-"
     assert (
         main(["validate", "--from-runs", cnn, "--arch", "ps-sync", "--workers-max", "2", "--quiet"])
         == 0

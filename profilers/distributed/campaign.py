@@ -35,6 +35,7 @@ from profilers.distributed.validation import (
     ValidationPoint,
     ValidationReport,
     assess,
+    offsets_text,
     phase_counts_text,
 )
 from simcore.errors import ConfigError
@@ -331,6 +332,8 @@ ASYNC_COLUMNS = (
     *KEY_COLUMNS,
     Column("measured_phases", "measured runs"),
     Column("simulated_phases", "simulated seeds"),
+    Column("measured_offsets", "apart"),
+    Column("simulated_offsets", "sim"),
     Column("measured_step_p50_ms", "step p50 ms"),
     Column("simulated_step_p50_ms", "sim"),
     Column("measured_step_p95_ms", "p95 ms"),
@@ -342,11 +345,15 @@ ASYNC_COLUMNS = (
 
 def campaign_async_table(report: CampaignReport) -> Table:
     """Async-SGD with W >= 2: how the workers lined up in each real run and in each simulated
-    seed (:mod:`simcore.sim.phases`), the median and 95% quantile of their step times, and the
-    share of time every worker pulled, every worker pushed, and both directions of the server's
-    link were busy (:mod:`simcore.sim.occupancy`; measured where the runs kept it)."""
+    seed (:mod:`simcore.sim.phases`) and how far apart they mostly started their steps (each
+    run's or seed's median distance, the range over them), the median and 95% quantile of
+    their step times, and the share of time every worker pulled, every worker pushed, and both
+    directions of the server's link were busy (:mod:`simcore.sim.occupancy`; measured where
+    the runs kept it)."""
     table = Table(
-        "Async-SGD: phase pattern of each run / seed, the workers' step times, and the share of "
+        "Async-SGD: phase pattern of each run / seed, how far apart consecutive workers "
+        "started their steps (the median, in steps: 0 together, 0.5 alternating; range over runs "
+        "/ seeds), the workers' step times, and the share of "
         "time every worker pulled / every worker pushed / both directions of the server's link "
         "were busy",
         ASYNC_COLUMNS,
@@ -358,6 +365,8 @@ def campaign_async_table(report: CampaignReport) -> Table:
             **_point_cells(r, p, label),
             measured_phases=phase_counts_text(p.measured_phases),
             simulated_phases=phase_counts_text(p.simulated_phases),
+            measured_offsets=offsets_text(p.measured_offsets),
+            simulated_offsets=offsets_text(p.simulated_offsets),
             measured_step_p50_ms=1e3 * p.measured_step_s[1],
             simulated_step_p50_ms=1e3 * p.simulated_step_s[1],
             measured_step_p95_ms=1e3 * p.measured_step_s[2],

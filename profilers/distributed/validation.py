@@ -144,7 +144,7 @@ from simcore.sim.occupancy import (
     short_occupancy_text,
     timeline_occupancy,
 )
-from simcore.sim.phases import ONE_WORKER, replication_phases, step_time_quantiles
+from simcore.sim.phases import ReplicationPhases, replication_phases, step_time_quantiles
 from simcore.sim.precision import DEFAULT_PRECISION, PrecisionRule, simulate_to_precision
 from simcore.trace.cpu import CommThreadCpu, forward_backward_s_per_step, measured_comm_thread
 from simcore.trace.model import Trace
@@ -160,6 +160,7 @@ __all__ = [
     "effective_bandwidth_bps",
     "measure",
     "noise_floor_text",
+    "offsets_text",
     "report_tables",
     "report_text",
     "simulate_argv",
@@ -228,6 +229,11 @@ class ValidationPoint:
     simulated_step_s: tuple[float, float, float] = (math.nan, math.nan, math.nan)
     measured_phases: tuple[str, ...] = ()
     simulated_phases: tuple[str, ...] = ()
+    # The same runs' and seeds' median distance between consecutive workers' step starts, in
+    # steps (ReplicationPhases.median_distance: 0 together, 0.5 alternating); one value per run
+    # or seed with two workers or more.
+    measured_offsets: tuple[float, ...] = ()
+    simulated_offsets: tuple[float, ...] = ()
     # Async-SGD with W >= 2: how the transfers lined up on the server's link after warm-up
     # (simcore.sim.occupancy), measured (pooled over the runs that carry it: spans, or the
     # summary a compacted run keeps) and simulated (one seed's timeline). None: not known.
@@ -1130,6 +1136,7 @@ class Predictor:
         worker_type = worker_type_from_trace(self.trace)
         simulated = self.simulation(arch, workers)
         arrivals = self._sync_orders(arch, workers, runs)
+        measured = [measured_phases(r) for r in runs]
         return ValidationPoint(
             architecture=arch.value,
             workers=workers,
@@ -1140,8 +1147,10 @@ class Predictor:
             slowdown=statistics.fmean(r.slowdown_vs(solo).ratio for r in runs),
             measured_step_s=measured_step_quantiles(runs),
             simulated_step_s=simulated_step_quantiles(simulated),
-            measured_phases=tuple(measured_phase_label(r) for r in runs),
+            measured_phases=tuple(p.label for p in measured),
             simulated_phases=tuple(p.label for p in simulated.phases),
+            measured_offsets=_offsets(measured),
+            simulated_offsets=_offsets(simulated.phases),
             simulated_seeds=(
                 simulated.replication_examples_per_s
                 if len(simulated.replication_examples_per_s) >= 2
@@ -1277,17 +1286,28 @@ def simulated_step_quantiles(result: SimulationResult) -> tuple[float, float, fl
     return (float(q[0]), float(q[1]), float(q[2]))
 
 
-def measured_phase_label(run: RunResult) -> str:
+def measured_phases(run: RunResult) -> ReplicationPhases:
     """How a real run's workers lined up (:mod:`simcore.sim.phases`), from their step ends."""
     by_worker = run.steps_by_worker()
     if len(by_worker) < 2:
-        return ONE_WORKER
+        return ReplicationPhases(0, 0.0, ())
     origin = min(s.start_s for s in run.steps)
     length = min(len(steps) for steps in by_worker.values())
     ends = np.array(
         [[s.end_s - origin for s in steps[:length]] for _, steps in sorted(by_worker.items())]
     )
-    return replication_phases(ends, run.config.warmup, 0, 0.0).label
+    return replication_phases(ends, run.config.warmup, 0, 0.0)
+
+
+def measured_phase_label(run: RunResult) -> str:
+    """The pattern of :func:`measured_phases` (``one worker`` for one)."""
+    return measured_phases(run).label
+
+
+def _offsets(phases: Sequence[ReplicationPhases]) -> tuple[float, ...]:
+    """Each run's or seed's median distance between workers' step starts, where it has one."""
+    distances = (p.median_distance for p in phases)
+    return tuple(d for d in distances if not math.isnan(d))
 
 
 # --- presenting a report -------------------------------------------------------------------------
@@ -1401,21 +1421,33 @@ def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
         "",
         "Async-SGD: how the workers lined up in each real run and each simulated seed "
         "(lock-step: starting their steps together; pipelined: at a fixed offset; drifting: "
-        "none), the median and 95% quantile of their step times, and the share of time every "
-        "worker pulled / every worker pushed / both directions of the server's link were busy",
+        "none) and how far apart consecutive workers mostly started their steps (the median, "
+        "in steps: 0 together, 0.5 alternating), the median and 95% quantile of their step "
+        "times, and the share of time every worker pulled / every worker pushed / both "
+        "directions of the server's link were busy",
     ]
     for p in shown:
         m, s = p.measured_step_s, p.simulated_step_s
         lines.append(
             f"  W={p.workers}: runs {phase_counts_text(p.measured_phases) or '-'}; seeds "
             f"{phase_counts_text(p.simulated_phases) or '-'}; examples/s "
-            f"{_range_text(p.measured)}, simulated {_range_text(p.simulated_seeds)}; steps "
+            f"{_range_text(p.measured)}, simulated {_range_text(p.simulated_seeds)}; apart "
+            f"{offsets_text(p.measured_offsets)}, simulated {offsets_text(p.simulated_offsets)}"
+            "; steps "
             f"{_ms(m[1])} / {_ms(m[2])} "
             f"ms, simulated {_ms(s[1])} / {_ms(s[2])} ms; link "
             f"{short_occupancy_text(p.measured_occupancy)} %, simulated "
             f"{short_occupancy_text(p.simulated_occupancy)} %"
         )
     return lines
+
+
+def offsets_text(distances: Sequence[float]) -> str:
+    """Runs' or seeds' median distances between step starts: ``0.21-0.46``, ``-`` for none."""
+    if not distances:
+        return "-"
+    low, high = min(distances), max(distances)
+    return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
 
 
 def _range_text(values: Sequence[float]) -> str:

@@ -655,6 +655,9 @@ def _point_details(p: ValidationPoint) -> dict[str, Any]:
         "simulated_step_s_quantiles": _quantiles(p.simulated_step_s),
         "measured_phases": list(p.measured_phases),
         "simulated_phases": list(p.simulated_phases),
+        # each run's / seed's median distance between workers' step starts (0 .. 0.5 steps)
+        "measured_offsets": list(p.measured_offsets),
+        "simulated_offsets": list(p.simulated_offsets),
         # each simulated seed's examples/s where the prediction is their mean (else empty)
         "simulated_seeds_examples_per_s": list(p.simulated_seeds),
         "measured_occupancy": occupancy(p.measured_occupancy),

@@ -13,7 +13,8 @@ circular: 0.97 is as close to lock-step as 0.03.
 
 **Summary per pair.** The circular mean offset, the concentration ``R = |mean(exp(2 pi i phi))|``
 (1: always the same offset; near 0: every offset equally often), the share of starts within
-``LOCK_TOLERANCE`` of a step of 0, and a histogram of phi in ``HISTOGRAM_BINS`` bins.
+``LOCK_TOLERANCE`` of a step of 0, a histogram of phi in ``HISTOGRAM_BINS`` bins, and the median
+distance to starting together, ``min(phi, 1 - phi)`` (0 in lock-step, 0.5 alternating).
 
 **Label.** A pair whose offsets concentrate (``R >= LOCKED_CONCENTRATION``) around 0 (within
 ``LOCK_TOLERANCE``) is ``lock-step``; concentrated elsewhere, ``pipelined``; otherwise
@@ -51,6 +52,10 @@ class PairPhase:
     concentration: float  # resultant length R in [0, 1]
     lockstep_share: float  # share of starts within LOCK_TOLERANCE of a step of 0
     histogram: tuple[int, ...]  # counts of offsets in HISTOGRAM_BINS equal bins of [0, 1)
+    # The median over offsets of min(phi, 1 - phi), the distance to starting together: 0 in
+    # lock-step, 0.5 alternating, about 0.25 when every offset is as likely (0 without offsets).
+    # Unlike the circular mean it says how far apart drifting workers mostly were.
+    median_distance: float = 0.0
 
     @property
     def label(self) -> str:
@@ -74,6 +79,12 @@ class ReplicationPhases:
         if not labels:
             return ONE_WORKER
         return labels.pop() if len(labels) == 1 else MIXED
+
+    @property
+    def median_distance(self) -> float:
+        """The pairs' mean :attr:`PairPhase.median_distance` (NaN with no offsets)."""
+        measured = [pair.median_distance for pair in self.pairs if pair.offsets]
+        return sum(measured) / len(measured) if measured else math.nan
 
 
 def step_starts(ends: np.ndarray) -> np.ndarray:
@@ -120,6 +131,7 @@ def pair_phase(first: int, second: int, phi: np.ndarray) -> PairPhase:
         concentration=min(1.0, abs(mean_vector)),
         lockstep_share=float((distance < LOCK_TOLERANCE).mean()),
         histogram=tuple(int(c) for c in counts),
+        median_distance=float(np.median(distance)),
     )
 
 
