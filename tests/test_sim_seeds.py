@@ -237,6 +237,7 @@ def test_cli_runs_several_seeds_and_prints_spread_and_phases(
     out = capsys.readouterr().out
     assert "5 replications" in out and "over 5 seeds (min .. max)" in out
     assert out.count("  seed ") == 5 and "worker 1   step ms: p5" in out
+    assert out.count(", median distance ") == 5
     assert main([*args, "--replications", "3", "--json"]) == 0
     doc = point(capsys.readouterr().out)
     assert doc["config"]["replications"] == 3 and len(doc["replication_examples_per_s"]) == 3

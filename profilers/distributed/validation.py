@@ -1431,11 +1431,10 @@ def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
         lines.append(
             f"  W={p.workers}: runs {phase_counts_text(p.measured_phases) or '-'}; seeds "
             f"{phase_counts_text(p.simulated_phases) or '-'}; examples/s "
-            f"{_range_text(p.measured)}, simulated {_range_text(p.simulated_seeds)}; apart "
-            f"{offsets_text(p.measured_offsets)}, simulated {offsets_text(p.simulated_offsets)}"
-            "; steps "
-            f"{_ms(m[1])} / {_ms(m[2])} "
-            f"ms, simulated {_ms(s[1])} / {_ms(s[2])} ms; link "
+            f"{_span_text(p.measured, '.4g')}, simulated {_span_text(p.simulated_seeds, '.4g')}; "
+            f"apart {offsets_text(p.measured_offsets)}, simulated "
+            f"{offsets_text(p.simulated_offsets)}; steps {_ms(m[1])} / {_ms(m[2])} ms, "
+            f"simulated {_ms(s[1])} / {_ms(s[2])} ms; link "
             f"{short_occupancy_text(p.measured_occupancy)} %, simulated "
             f"{short_occupancy_text(p.simulated_occupancy)} %"
         )
@@ -1444,18 +1443,16 @@ def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
 
 def offsets_text(distances: Sequence[float]) -> str:
     """Runs' or seeds' median distances between step starts: ``0.21-0.46``, ``-`` for none."""
-    if not distances:
-        return "-"
-    low, high = min(distances), max(distances)
-    return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
+    return _span_text(distances, ".2f")
 
 
-def _range_text(values: Sequence[float]) -> str:
-    """The lowest and highest of some examples/s, ``-`` for none."""
+def _span_text(values: Sequence[float], spec: str) -> str:
+    """``low-high`` of ``values`` in format ``spec`` (one number when both read the same),
+    ``-`` for none."""
     if not values:
         return "-"
-    low, high = min(values), max(values)
-    return f"{low:.4g}" if low == high else f"{low:.4g}-{high:.4g}"
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}-{high}"
 
 
 def _ms(seconds: float) -> str:

@@ -129,7 +129,8 @@ def format_phases(result: SimulationResult) -> list[str]:
     c = result.config
     lines = [
         f"phases     W = {c.workers}, {c.arch}/{c.mode}: per seed, how far apart consecutive "
-        "workers start their steps (fraction of a step: 0 together, 0.5 alternating)"
+        "workers start their steps (fraction of a step: 0 together, 0.5 alternating; the "
+        "circular mean, and the median distance to starting together)"
     ]
     for rep in result.phases:
         pairs = rep.pairs
@@ -139,8 +140,8 @@ def format_phases(result: SimulationResult) -> list[str]:
             together = sum(p.lockstep_share for p in pairs) / len(pairs)
             locked = min(p.concentration for p in pairs)
             detail = (
-                f": mean offset {mean:.2f}, {100 * together:.0f}% of starts together, "
-                f"concentration >= {locked:.2f}"
+                f": mean offset {mean:.2f}, median distance {rep.median_distance:.2f}, "
+                f"{100 * together:.0f}% of starts together, concentration >= {locked:.2f}"
             )
             if rep.label == MIXED:
                 counts = Counter(p.label for p in pairs)
