@@ -33,6 +33,7 @@ def test_the_relation_by_hand() -> None:
     assert math.isnan(scenario.relation([_point(0.1, e) for e in (0.1, 0.2, 0.3)]).slope)
 
 
+@pytest.mark.slow
 def test_the_scenario_on_two_kept_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """check-200's cnn and mlp: a row per Async-SGD point with W = 2..4, the two distances
     within 0 .. 0.5 of a step, the difference and the error as `sgdsim validate` gives them;

@@ -1125,6 +1125,7 @@ def test_a_validation_says_how_its_async_workers_lined_up(
     assert "Async-SGD: how the workers lined up" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_an_async_prediction_shows_its_seeds(capsys: pytest.CaptureFixture[str]) -> None:
     """check-200's cnn: the Async-SGD prediction at W = 2 is the mean of its seeds, each
     seed's examples/s is in the JSON, and the text gives their range beside the runs' and
