@@ -51,10 +51,12 @@ from profilers.distributed.records import RunResult, StepRecord, run_from_dict, 
 from profilers.distributed.ring_goodput import RingGoodput
 from profilers.distributed.to_trace import pooled_trace, run_to_trace, with_compute_of
 from profilers.distributed.validation import (
+    ValidationPoint,
     assess,
     measured_phase_label,
     measured_phases,
     measured_step_quantiles,
+    offset_gap_line,
     offsets_text,
 )
 from simcore.cli.main import main
@@ -1118,6 +1120,8 @@ def test_a_validation_says_how_its_async_workers_lined_up(
     assert f"apart {offsets_text(apart[0])}, simulated {offsets_text(apart[1])}; " in line
     assert offsets_text([0.401, 0.47]) == "0.40-0.47" and offsets_text([0.25]) == "0.25"
     assert offsets_text([]) == "-"
+    # the real pair alternated (0.40-0.47 apart), the seeds did not: the gap is named
+    assert "  W=2: the simulated workers started their steps 0.30 of a step closer" in text
     assert (
         main(["validate", "--from-runs", cnn, "--arch", "ps-sync", "--workers-max", "2", "--quiet"])
         == 0
@@ -1126,6 +1130,25 @@ def test_a_validation_says_how_its_async_workers_lined_up(
 
 
 @pytest.mark.slow
+def test_a_gap_in_where_the_workers_start_is_named() -> None:
+    """The seeds' median distance between step starts 0.15 of a step or more from the runs':
+    a line saying which way (closer together: too low; farther apart: too high); less, or
+    without both, nothing."""
+    base = ValidationPoint("ps-async", 2, (100.0,), 80.0, math.nan, 90.0, 1.0)
+    closer = dataclasses.replace(
+        base, measured_offsets=(0.40, 0.46, 0.47), simulated_offsets=(0.10, 0.17, 0.20)
+    )
+    line = offset_gap_line(closer)
+    assert line.startswith("  W=2: the simulated workers started their steps 0.29 of a step")
+    assert "closer together" in line and "(medians 0.17 and 0.46)" in line
+    assert "prediction too low" in line
+    farther = dataclasses.replace(base, measured_offsets=(0.1,), simulated_offsets=(0.3,))
+    assert "farther apart" in offset_gap_line(farther)
+    assert "too high" in offset_gap_line(farther)
+    near = dataclasses.replace(base, measured_offsets=(0.30,), simulated_offsets=(0.16,))
+    assert offset_gap_line(near) == offset_gap_line(base) == ""
+
+
 def test_an_async_prediction_shows_its_seeds(capsys: pytest.CaptureFixture[str]) -> None:
     """check-200's cnn: the Async-SGD prediction at W = 2 is the mean of its seeds, each
     seed's examples/s is in the JSON, and the text gives their range beside the runs' and
