@@ -13,12 +13,14 @@ import math
 import statistics
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_link_interference import model_report
 from test_validation_measurements import measurements
 
 from profilers.distributed.campaign import (
+    CampaignReport,
     architecture_label,
     assess_campaign,
     campaign_files,
@@ -69,6 +71,13 @@ from simcore.trace.io import load_trace, save_trace
 from simcore.trace.model import Resource
 
 from output_support import output
+
+
+def on_every_core(paths: list[str], **options: Any) -> CampaignReport:
+    """:func:`assess_campaign` with its files on every usable core, as the CLI assesses them
+    (the README's numbers are whole kept sets: minutes on one core)."""
+    with jobs(None):
+        return assess_campaign(paths, **options)
 
 
 def test_a_compacted_run_keeps_its_throughput_and_compute_slowdown() -> None:
@@ -487,7 +496,7 @@ def test_the_readme_table_is_what_the_shipped_campaign_gives(campaign: str, labe
     to the model that moves a number must update the README with it."""
     if campaign not in shipped_campaigns():
         pytest.skip(f"{campaign} not shipped")
-    report = assess_campaign([campaign], fit_rate_bps=3e8)
+    report = on_every_core([campaign], fit_rate_bps=3e8)
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     columns = ["PS async, layerwise", "PS sync, layerwise", "PS sync, strict"]
     columns += ["ring AllReduce, layerwise", None]
@@ -535,7 +544,7 @@ def test_the_readme_check_rows_are_what_the_shipped_checks_give(
     check: str, rate: float, row_start: str
 ) -> None:
     """The README's row for each independent check, as the shipped runs give it."""
-    report = assess_campaign([check])
+    report = on_every_core([check])
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     cells = []
     for label in ("PS async, layerwise", "PS sync, layerwise", "ring AllReduce, layerwise", None):
@@ -585,7 +594,7 @@ CPU_BOUND_PHRASES = {
 def test_the_readme_rounds_validation_is_what_its_runs_give() -> None:
     """check-rounds, the first validation taken in rounds: its CPU per step over the profile's
     and its errors, as the README gives them."""
-    report = assess_campaign(["check-rounds"])
+    report = on_every_core(["check-rounds"])
     ratios = [p.cpu_ratio for _, p, _ in report.rows() if not math.isnan(p.cpu_ratio)]
     assert len(ratios) == 8  # resnet8's parameter-server points; mlp's rings have none
     errors = report.abs_errors(2e8, None)
@@ -600,7 +609,7 @@ def test_the_readme_rounds_validation_is_what_its_runs_give() -> None:
 def test_the_readme_warm_sharing_numbers_are_what_check_200_gives() -> None:
     """The README's check-200 with each file's warm cvs (`--flow-sharing warm`): every point,
     Sync-SGD and Async-SGD as the bullet gives them (the fresh side is the table's row)."""
-    report = assess_campaign(["check-200"], flow_sharing="warm")
+    report = on_every_core(["check-200"], flow_sharing="warm")
 
     mean = 100 * statistics.fmean(report.abs_errors(2e8, None))
     phrase = (
@@ -615,7 +624,7 @@ def test_the_readme_warm_sharing_numbers_are_what_check_200_gives() -> None:
 def test_the_readme_ring_check_is_what_its_runs_give() -> None:
     """check-rings: the README's row, and mlp with four ranks with and without the rings of
     each W that were timed beside its runs."""
-    report = assess_campaign(["check-rings"])
+    report = on_every_core(["check-rings"])
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     cells = []
     for rate in (4.5e8, 5e8, None):
@@ -635,7 +644,7 @@ def test_the_readme_ring_check_is_what_its_runs_give() -> None:
 def test_the_readme_second_ring_check_is_what_its_runs_give() -> None:
     """check-rings-2: the README's row, and mlp within 1.1% at every W >= 2 now that a ring's
     CPU per byte is the larger of the one-worker runs' and the ring's own."""
-    report = assess_campaign(["check-rings-2"])
+    report = on_every_core(["check-rings-2"])
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     cells = []
     for rate in (3e8, 4e8, 5e8, None):
