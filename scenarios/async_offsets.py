@@ -84,7 +84,7 @@ def offset_points(report: CampaignReport) -> list[OffsetPoint]:
         for p in r.points:
             if p.architecture != Architecture.PS_ASYNC.value or p.workers < 2:
                 continue
-            if not p.measured_offsets or not p.simulated_offsets:
+            if math.isnan(p.measured_offset) or math.isnan(p.simulated_offset):
                 continue
             rows.append(
                 OffsetPoint(
@@ -93,8 +93,8 @@ def offset_points(report: CampaignReport) -> list[OffsetPoint]:
                     r.batch_size,
                     r.link_rate_bps,
                     p.workers,
-                    statistics.median(p.measured_offsets),
-                    statistics.median(p.simulated_offsets),
+                    p.measured_offset,
+                    p.simulated_offset,
                     p.error(p.simulated),
                 )
             )

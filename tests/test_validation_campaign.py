@@ -55,7 +55,6 @@ from profilers.distributed.to_trace import pooled_trace, run_to_trace, with_comp
 from profilers.distributed.validation import (
     ValidationPoint,
     assess,
-    measured_phase_label,
     measured_phases,
     measured_step_quantiles,
     offset_gap_line,
@@ -465,9 +464,9 @@ def _two_worker_run(offset: float) -> RunResult:
 
 
 def test_a_real_runs_phase_pattern_is_read_from_its_step_ends() -> None:
-    assert measured_phase_label(_two_worker_run(0.0)) == "lock-step"
-    assert measured_phase_label(_two_worker_run(0.5)) == "pipelined"
-    assert measured_phase_label(measurements().solo) == "one worker"
+    assert measured_phases(_two_worker_run(0.0)).label == "lock-step"
+    assert measured_phases(_two_worker_run(0.5)).label == "pipelined"
+    assert measured_phases(measurements().solo).label == "one worker"
     # how far apart: the second worker 0.3 s into the first's 1 s steps, or 0.7 (0.3 before)
     assert measured_phases(_two_worker_run(0.3)).median_distance == pytest.approx(0.3)
     assert measured_phases(_two_worker_run(0.7)).median_distance == pytest.approx(0.3)

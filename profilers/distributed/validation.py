@@ -265,16 +265,23 @@ class ValidationPoint:
     @property
     def spread(self) -> float:
         """(max - min) / mean of the repetitions."""
-        return (max(self.measured) - min(self.measured)) / self.measured_mean
+        return _relative_range(self.measured)
 
     @property
     def simulated_spread(self) -> float:
         """(max - min) / mean of the simulated seeds, as :attr:`spread` of the runs; NaN where
         the prediction is one run."""
-        if len(self.simulated_seeds) < 2:
-            return math.nan
-        seeds = self.simulated_seeds
-        return (max(seeds) - min(seeds)) / statistics.fmean(seeds)
+        return _relative_range(self.simulated_seeds) if len(self.simulated_seeds) >= 2 else math.nan
+
+    @property
+    def measured_offset(self) -> float:
+        """The median of :attr:`measured_offsets` (NaN without one)."""
+        return statistics.median(self.measured_offsets) if self.measured_offsets else math.nan
+
+    @property
+    def simulated_offset(self) -> float:
+        """The median of :attr:`simulated_offsets` (NaN without one)."""
+        return statistics.median(self.simulated_offsets) if self.simulated_offsets else math.nan
 
     @property
     def standard_error(self) -> float:
@@ -1299,9 +1306,9 @@ def measured_phases(run: RunResult) -> ReplicationPhases:
     return replication_phases(ends, run.config.warmup, 0, 0.0)
 
 
-def measured_phase_label(run: RunResult) -> str:
-    """The pattern of :func:`measured_phases` (``one worker`` for one)."""
-    return measured_phases(run).label
+def _relative_range(values: Sequence[float]) -> float:
+    """(max - min) / mean of ``values``."""
+    return (max(values) - min(values)) / statistics.fmean(values)
 
 
 def _offsets(phases: Sequence[ReplicationPhases]) -> tuple[float, ...]:
@@ -1453,11 +1460,8 @@ def offset_gap_line(point: ValidationPoint) -> str:
     """For an Async-SGD point whose simulated workers started their steps at least OFFSET_GAP
     of a step closer together (or farther apart) than the real ones: which way that moves a
     link-bound prediction; "" otherwise."""
-    if not point.measured_offsets or not point.simulated_offsets:
-        return ""
-    runs = statistics.median(point.measured_offsets)
-    seeds = statistics.median(point.simulated_offsets)
-    if abs(seeds - runs) < OFFSET_GAP:
+    runs, seeds = point.measured_offset, point.simulated_offset
+    if math.isnan(runs) or math.isnan(seeds) or abs(seeds - runs) < OFFSET_GAP:
         return ""
     closer = seeds < runs
     return (

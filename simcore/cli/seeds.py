@@ -69,7 +69,7 @@ def shown_seed_note(result: SimulationResult) -> str:
 
 def advise_seeds_note(args: argparse.Namespace) -> str:
     """How many seeds advise's Async-SGD simulations ran (its header)."""
-    runs = default_replications("async") if args.replications is None else args.replications
+    runs = _advise_seeds(args)
     return f"; Async-SGD: mean of {runs} seeds, 'seeds' gives their range" if runs > 1 else ""
 
 
@@ -77,8 +77,12 @@ def advise_lockstep_note(ranked: Ranked, args: argparse.Namespace, *, uneven: bo
     """An advise row's lock-step note ("" unless every seed of its simulation ran so)."""
     if not ranked.lockstep:
         return ""
-    runs = default_replications("async") if args.replications is None else args.replications
-    return lockstep_text(runs, uneven=uneven, phases_option=SIMULATE_PHASES)
+    return lockstep_text(_advise_seeds(args), uneven=uneven, phases_option=SIMULATE_PHASES)
+
+
+def _advise_seeds(args: argparse.Namespace) -> int:
+    """How many seeds advise's Async-SGD simulations run (``--replications`` or the default)."""
+    return default_replications("async") if args.replications is None else args.replications
 
 
 def advise_spread_note(ranked: Ranked) -> str:
