@@ -188,10 +188,10 @@ def test_v1_profile_runs_with_a_note(capsys: pytest.CaptureFixture[str], tmp_pat
     path.write_text(json.dumps({**v1, "schema_version": 1}))
     assert main(["simulate", "cnn-b32", "--workers", "2", *RUN, "--network", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2] == (
+    link = out.index(
         f"link: 920 Mbit/s + 33.5 us ({path}), flow weight cv off, full duplex, transfer CPU off"
     )
-    assert out[-1].startswith(
+    assert out[link + 1].startswith(
         f"note: network profile {path} has no flow weight cv, transfer CPU cost, ring "
         "AllReduce goodput, duplex goodput, schema version 1"
     )

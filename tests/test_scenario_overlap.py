@@ -83,10 +83,11 @@ def test_prints_tables_and_saves_data_and_figures(
 def test_one_worker_timelines_follow_the_closed_forms(scenario: ModuleType, tmp_path: Path) -> None:
     """One worker alone on a 1 Gbit/s link: every pull and push runs at the full bandwidth.
 
-    Strict phases: the step is the pulls (the model's bytes at B), then all the computation,
-    then the pushes (the same bytes), then whatever server update is still running after the
-    last push; never a gap. With overlap, computation starts before the last pull has arrived
-    and the step is shorter by at least the first layer's forward.
+    Strict phases: the step is the pulls (the model's bytes at B), then all the computation
+    (the step's fixed costs with it), then the pushes (the same bytes), then whatever server
+    update is still running after the last push; never a gap. With overlap, computation starts
+    before the last pull has arrived and the step is shorter by at least the first layer's
+    forward.
     """
     _, runs, _, _ = scenario.run(scenario.parse_args([*SMALL, "--out", str(tmp_path)]))
     timeline = scenario.timeline_table(runs)
@@ -112,7 +113,8 @@ def test_one_worker_timelines_follow_the_closed_forms(scenario: ModuleType, tmp_
         first_compute = min(float(r["start_ms"]) for r in by_kind["forward"])
         if label == "strict phases":
             last_push = max(float(r["end_ms"]) for r in by_kind["push"])
-            phases = transfer_ms + total("forward") + total("backward") + transfer_ms
+            computation = total("forward") + total("backward") + total("other")
+            phases = transfer_ms + computation + transfer_ms
             assert last_push - start == pytest.approx(phases)
             assert first_compute >= last_pull - 1e-9
         else:

@@ -47,6 +47,13 @@ def beside_a_server(cpu_s: list[float | None], transfer_s: float | None = 0.004)
     return dataclasses.replace(base, steps=tuple(steps))
 
 
+def unrecorded(tmp_path: Path) -> str:
+    """A saved trace of 2 ms steps whose CPU time was not recorded (a trace of schema version
+    2 or older, or a profiler that could not read it)."""
+    base = synthetic_trace([FORWARD], [BACKWARD], NBYTES)
+    return str(save_trace(base, tmp_path / "unrecorded.json"))
+
+
 def test_the_cpu_beyond_the_computation_is_the_mean_cpu_less_the_mean_computation() -> None:
     trace = beside_a_server([0.012, 0.016])
     assert computation_s_per_step(trace) == pytest.approx(COMPUTE_S)
@@ -171,7 +178,7 @@ def test_trace_show_lists_the_cpu_time_and_what_lies_beyond_the_computation(
     assert main(["trace", "show", solo]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if "cpu (measured)" in x]
     assert "beyond" not in line  # no transfers ran beside it: nothing to charge
-    assert main(["trace", "show", "cnn-b32"]) == 0
+    assert main(["trace", "show", unrecorded(tmp_path)]) == 0
     assert "cpu (measured)" not in capsys.readouterr().out  # not recorded
 
 
@@ -297,6 +304,6 @@ def test_trace_show_json_carries_what_the_cpu_time_says(
     assert main(["trace", "show", one, "--json"]) == 0
     cpu = output(capsys.readouterr().out)["context"]["cpu"]
     assert cpu["worker_cores"] == pytest.approx(2.0) and cpu["comm_thread_s_per_step"] is None
-    assert main(["trace", "show", "cnn-b32", "--json"]) == 0
+    assert main(["trace", "show", unrecorded(tmp_path), "--json"]) == 0
     cpu = output(capsys.readouterr().out)["context"]["cpu"]
     assert cpu == {"cpu_s": None, "worker_cores": None, "comm_thread_s_per_step": None}

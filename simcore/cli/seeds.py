@@ -118,8 +118,9 @@ def lockstep_text(seeds: int, *, uneven: bool, phases_option: str = "--phases") 
     runs = "every seed" if seeds > 1 else "the run"
     text = (
         f"{runs} ran in lock-step (the workers pulled, computed and pushed together, as they "
-        "started): identical workers sharing a link equally stay so, where real Async-SGD "
-        "workers drift apart and can pipeline, one pulling while another pushes, so a real "
+        "started): identical workers sharing a link equally can stay so for this run's length "
+        "or for ever, where real Async-SGD workers drift apart and can pipeline, one pulling "
+        "while another pushes, so a real "
         f"cluster may run well above this ({phases_option}; README: 'Async-SGD: what makes "
         "workers drift')"
     )
