@@ -90,6 +90,35 @@ def test_list_models(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
+    "given",
+    [
+        ["--batch-size", "8"],
+        ["--steps", "3"],
+        ["--warmup", "1"],
+        ["--device", "cpu"],  # even the default, when given: it would do nothing here
+        ["--seed", "2"],
+        ["--input-shape", "3x32x32"],
+        ["--num-classes", "4"],
+        ["-o", "x.json"],
+        ["--force"],
+        ["--json"],
+    ],
+)
+def test_list_models_refuses_what_only_a_profile_uses(
+    given: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(tmp_path / a) if a.endswith(".json") else a for a in given]
+    assert main(["profile", "--list-models", *argv]) == 1
+    option = {"-o": "--out"}.get(given[0], given[0])
+    captured = capsys.readouterr()
+    assert captured.out == "" and not list(tmp_path.iterdir())
+    assert captured.err == (
+        f"sgdsim: error: {option}: not with --list-models (it lists the built-in models and "
+        "profiles nothing)\n"
+    )
+
+
+@pytest.mark.parametrize(
     ("args", "expected"),
     [
         (("--model", "alexnet", "--out", "OUT"), "unknown model 'alexnet'; available: mlp, cnn"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from simcore.cli.guards import fill_defaults, refuse_given
 from simcore.cli.output_options import add_output_options, trace_show_document
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError, ProfilingError, SgdsimError
@@ -17,6 +18,15 @@ from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
 
 MAX_PROFILE_STEPS = 10_000  # --steps and --warmup: more is hours of profiling and a huge trace
+# The options of a profile, which --list-models does not use: None until given, so that one given
+# beside it is refused (guards.refuse_given) rather than ignored; then these defaults.
+PROFILE_DEFAULTS: dict[str, object] = {
+    "batch_size": 32,
+    "steps": 20,
+    "warmup": 5,
+    "device": "cpu",
+    "seed": 0,
+}
 
 
 def register(subparsers: Any) -> None:
@@ -36,17 +46,17 @@ def register(subparsers: Any) -> None:
         "--model-path", help="user model factory as package.module:function (--model takes it too)"
     )
     which.add_argument("--list-models", action="store_true", help="list built-in models and exit")
-    parser.add_argument("--batch-size", type=int, default=32, help="examples per step (default 32)")
-    parser.add_argument("--steps", type=int, default=20, help="profiled steps kept (default 20)")
-    parser.add_argument("--warmup", type=int, default=5, help="warm-up steps discarded (default 5)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    parser.add_argument("--batch-size", type=int, help="examples per step (default 32)")
+    parser.add_argument("--steps", type=int, help="profiled steps kept (default 20)")
+    parser.add_argument("--warmup", type=int, help="warm-up steps discarded (default 5)")
+    parser.add_argument("--device", help="cpu or cuda[:N] (default cpu)")
     parser.add_argument(
         "--input-shape",
         help="input shape without the batch dimension, e.g. 3x224x224 (needed with --model-path "
         "unless the factory says; overrides a built-in model's default)",
     )
     parser.add_argument("--num-classes", type=int, help="classes of the synthetic labels")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
+    parser.add_argument("--seed", type=int, help="seed of the synthetic data (default 0)")
     parser.add_argument("-o", "--out", help="output trace file (.json, or .json.gz compressed)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -70,6 +80,13 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_models:  # it profiles nothing: an option of a profile would do nothing
+        refuse_given(
+            args,
+            [*PROFILE_DEFAULTS, "input_shape", "num_classes", "out", "force", "json"],
+            "not with --list-models (it lists the built-in models and profiles nothing)",
+        )
+    fill_defaults(args, PROFILE_DEFAULTS)
     if not args.list_models:  # checked before torch loads and minutes of profiling, not after
         if args.out is None:
             raise ConfigError(
