@@ -20,6 +20,7 @@ from simcore.report.scenario import precision_notes
 from simcore.sim import PrecisionRule, SimulationConfig, simulate, simulate_to_precision
 from simcore.sim.precision import (
     MARGIN,
+    MAX_SUGGESTED_REPLICATIONS,
     SEEDS_DISAGREE,
     _did_not_help,
     _next,
@@ -27,7 +28,9 @@ from simcore.sim.precision import (
     relative_precision,
     seed_disagreement,
     stopping_note,
+    stopping_text,
 )
+from simcore.sim.results import Stopping
 from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace, save_trace
 from simcore.trace.model import Trace
@@ -128,8 +131,28 @@ def test_seeds_in_different_phases_stop_the_rule_after_one_run() -> None:
     assert s is not None and s.reason == "seeds" and s.rounds == 1 and s.seeds == 5
     assert {p.label for p in result.phases} >= {"lock-step", "pipelined"}
     assert seed_disagreement(result) > SEEDS_DISAGREE
-    note = stopping_note(result)
-    assert "5 seeds" in note and "--replications" in note and "--phases" in note
+    note = stopping_note(result)  # +-11%: about 800 seeds for 1%, more than worth suggesting
+    assert "5 seeds" in note and "more than is worth simulating" in note and "--phases" in note
+
+
+def test_a_seed_count_worth_running_is_suggested_and_a_larger_one_is_not() -> None:
+    """5 seeds at +-2.2% need 5 * (2.2 / 1)^2 * MARGIN of them for 1%: 32, suggested; at +-28%
+    about 5100, which no one would simulate: the note points at each seed's pattern instead."""
+
+    def note(precision: float) -> str:
+        stopping = Stopping("seeds", 0.01, precision, 400, 1000, 1, 2000, (precision,), seeds=5)
+        return stopping_text(stopping, (899.1, 1443.0))
+
+    wanted = math.ceil(5 * 2.2**2 * MARGIN)
+    assert wanted <= MAX_SUGGESTED_REPLICATIONS
+    assert f"about {wanted} would narrow it (--replications {wanted})" in note(0.022)
+    many = math.ceil(5 * (0.28 / 0.01) ** 2 * MARGIN)
+    text = note(0.28)
+    assert (
+        f"the CI comes from 5 seeds (899.1 .. 1443 examples/s), and about {many:,} would " in text
+    )
+    assert "--replications" not in text and "workers lined up says more than their mean" in text
+    assert "(they settle in different phases: --phases)" in text
 
 
 def test_seeds_that_agree_do_not_count_as_disagreeing(noisy: Trace) -> None:

@@ -84,6 +84,10 @@ SETTLE_MARGIN = 1.2  # the warm-up after a transient seen to end: this far past 
 # percentile for 5 seeds of 10 batches) settled in different patterns: lock-step against
 # pipelined Async-SGD workers gives 15 (cnn, W = 2), while slowly drifting phases give 2-5.
 SEEDS_DISAGREE = 8.0
+# A stopping note suggests --replications up to this many seeds. Seeds that settle in different
+# patterns (lock-step or spread out) can need thousands for a 1% CI of their mean (batch_size.py,
+# cnn-b8 at W = 16: about 3700): the note then points at the patterns instead.
+MAX_SUGGESTED_REPLICATIONS = 100
 
 WARMUP_SHARE = 0.1  # warm-up: a tenth of the run ...
 WARMUP_FLOOR = 10  # ... but at least this many steps, and at most half of the run;
@@ -463,9 +467,11 @@ def stopping_text(s: Stopping, spread: tuple[float, float] | None = None) -> str
     if seeds >= 2:
         among = "" if spread is None else f" ({spread[0]:.4g} .. {spread[1]:.4g} examples/s)"
         wanted = _replications_for(seeds, s.precision, s.target)
-        more_seeds = (
-            f"; the CI comes from {seeds} seeds{among}, "
+        more_seeds = f"; the CI comes from {seeds} seeds{among}, " + (
             f"about {wanted} would narrow it (--replications {wanted})"
+            if wanted <= MAX_SUGGESTED_REPLICATIONS
+            else f"and about {wanted:,} would narrow it to the target, more than is worth "
+            "simulating: how each seed's workers lined up says more than their mean"
         )
     if s.reason in ("stalled", "seeds"):
         why = (
