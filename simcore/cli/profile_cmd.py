@@ -86,25 +86,26 @@ def run(args: argparse.Namespace) -> int:
             [*PROFILE_DEFAULTS, "input_shape", "num_classes", "out", "force", "json"],
             "not with --list-models (it lists the built-in models and profiles nothing)",
         )
-    fill_defaults(args, PROFILE_DEFAULTS)
-    if not args.list_models:  # checked before torch loads and minutes of profiling, not after
-        if args.out is None:
-            raise ConfigError(
-                "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
-            )
-        out = check_output(args.out, "-o/--out", force=args.force)
-        shape = parse_shape(args.input_shape)
-        for option, value in (("--steps", args.steps), ("--warmup", args.warmup)):
-            if value > MAX_PROFILE_STEPS:
-                raise ConfigError(
-                    f"{option}: {value} steps is more than the {MAX_PROFILE_STEPS} sgdsim profiles"
-                )
-    from profilers import models  # torch loads here, only for this command
+        from profilers.models import MODELS  # torch loads here, only for this command
 
-    if args.list_models:
-        for name, spec in models.MODELS.items():
+        for name, spec in MODELS.items():
             print(f"{name:<18} {spec.description}")
         return 0
+    fill_defaults(args, PROFILE_DEFAULTS)
+    # Checked before torch loads and minutes of profiling, not after.
+    if args.out is None:
+        raise ConfigError(
+            "--out: required; where to write the trace, e.g. traces/resnet18-b32.json"
+        )
+    out = check_output(args.out, "-o/--out", force=args.force)
+    shape = parse_shape(args.input_shape)
+    for option, value in (("--steps", args.steps), ("--warmup", args.warmup)):
+        if value > MAX_PROFILE_STEPS:
+            raise ConfigError(
+                f"{option}: {value} steps is more than the {MAX_PROFILE_STEPS} sgdsim profiles"
+            )
+    from profilers import models  # torch loads here, only for this command
+
     factory_path = args.model_path or (args.model if ":" in (args.model or "") else None)
     model: Any = models.load_factory(factory_path) if factory_path else args.model
     name = factory_path.rsplit(":", 1)[-1] if factory_path else args.model
