@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from profilers.distributed.config import Architecture
 from profilers.distributed.measurements import (
@@ -28,7 +29,13 @@ from profilers.distributed.measurements import (
     held_text,
     load_measurements,
 )
-from profilers.distributed.noise_floor import NOISE_Z, RepeatGap, noise_floor
+from profilers.distributed.noise_floor import (
+    NOISE_Z,
+    NoiseFloor,
+    RepeatGap,
+    error_noise_sd,
+    noise_floor,
+)
 from profilers.distributed.validation import (
     COLUMNS_TEXT,
     RING_CPU_PLACEMENT,
@@ -151,6 +158,131 @@ class CampaignReport:
     def abs_errors(self, rate: float | None = None, label: str | None = None) -> list[float]:
         """|simulator error| of :meth:`points` ``(rate, label)``."""
         return [abs(p.error(p.simulated)) for p in self.points(rate, label)]
+
+    def repeated_points(self) -> list[RepeatedPoint]:
+        """:func:`repeated_points` of the campaign's validations."""
+        return repeated_points(self)
+
+
+@dataclass(frozen=True)
+class RepeatedPoint:
+    """One configuration validated twice, in two files of a campaign (made at different
+    times), each time predicted from that validation's own one-worker profile and link
+    measurement: the measured means (examples/s) and the simulator's relative errors, in the
+    order of the campaign's files."""
+
+    label: str
+    sources: tuple[str, str]
+    measured: tuple[float, float]
+    errors: tuple[float, float]
+
+    @property
+    def measured_gap(self) -> float:
+        """The second measured mean relative to the first, less one (0.05: 5% higher)."""
+        return self.measured[1] / self.measured[0] - 1.0
+
+    @property
+    def error_shift(self) -> float:
+        """How far the simulator's error moved from the first validation to the second
+        (0.05: five points of percentage higher)."""
+        return self.errors[1] - self.errors[0]
+
+
+def configuration_key(measured: Measurements, architecture: str, workers: int) -> tuple[Any, ...]:
+    """What makes two validations' points the same experiment: the model and its batch, the
+    testbed's link (rate and bucket), the architecture with its overlap mode, W and the
+    servers, and the hosting (the machine's cores, torch threads per rank). Not the runs'
+    length: a point measured over 24 steps or 100 is the same configuration."""
+    base = measured.base
+    return (
+        str(base.model),
+        base.batch_size,
+        measured.link_rate_bps,
+        measured.link_burst_s if measured.link_rate_bps is not None else None,
+        architecture_label(architecture, base.overlap.value),
+        workers,
+        base.servers,
+        measured.cores,
+        base.threads,
+    )
+
+
+def repeated_configurations(measured: Sequence[Measurements]) -> list[set[int]]:
+    """For each of ``measured``'s validations, the indices of the others that measured one of
+    its configurations too (:func:`configuration_key`): a validation with an empty set has
+    nothing to compare with."""
+    keys = [
+        {configuration_key(m, p.architecture.value, p.workers) for p in m.points} for m in measured
+    ]
+    return [
+        {j for j, other in enumerate(keys) if j != i and mine & other}
+        for i, mine in enumerate(keys)
+    ]
+
+
+def repeated_points(report: CampaignReport) -> list[RepeatedPoint]:
+    """Every configuration that two of the campaign's files both validated, once per pair of
+    files (three files of one configuration make three pairs), in the order of the files.
+
+    The same file given twice is not a repeat (its runs are the same runs): a pair needs two
+    files whose contents differ."""
+    seen: dict[tuple[Any, ...], list[tuple[str, ValidationReport, ValidationPoint]]] = {}
+    for source, r in zip(report.sources, report.reports, strict=True):
+        if r.measurements is None:
+            continue  # nothing says how its points were measured
+        for p in r.points:
+            key = configuration_key(r.measurements, p.architecture, p.workers)
+            seen.setdefault(key, []).append((source, r, p))
+    pairs: list[RepeatedPoint] = []
+    for found in seen.values():
+        for k, (first_source, first_report, first) in enumerate(found):
+            for second_source, _, second in found[k + 1 :]:
+                if first.measured == second.measured:
+                    continue  # the same runs, given twice
+                pairs.append(
+                    RepeatedPoint(
+                        f"{_model_text(first_report)} {_rate_text(first_report.link_rate_bps)} "
+                        f"{point_label(first_report, first)} W={first.workers}",
+                        (first_source, second_source),
+                        (first.measured_mean, second.measured_mean),
+                        (first.error(first.simulated), second.error(second.simulated)),
+                    )
+                )
+    return pairs
+
+
+def repeat_floor(pairs: Sequence[RepeatedPoint], points: int) -> NoiseFloor | None:
+    """What the part of an error that did not repeat between ``pairs``' validations
+    (:func:`~profilers.distributed.noise_floor.error_noise_sd`) costs, over ``points`` points,
+    a model whose own error is nil; None without pairs or points."""
+    sd = error_noise_sd([p.error_shift for p in pairs])
+    if math.isnan(sd) or points < 1:
+        return None
+    return noise_floor([sd] * points)
+
+
+def repeated_points_text(report: CampaignReport) -> str:
+    """One paragraph on the configurations the campaign validated more than once: how far
+    apart their measurements came out, how far the simulator's error moved between them, and
+    what that costs a model with no error of its own over the campaign's points; empty
+    without any."""
+    pairs = report.repeated_points()
+    floor = repeat_floor(pairs, len(report.rows()))
+    if floor is None:
+        return ""
+    gaps = [abs(p.measured_gap) for p in pairs]
+    shifts = [abs(p.error_shift) for p in pairs]
+    files = len({s for p in pairs for s in p.sources})
+    return (
+        f"(configurations validated twice, in two files, each time predicted from its own "
+        f"profile and link measurement: {len(pairs)} pairs from {files} files; measured "
+        f"{100 * statistics.fmean(gaps):.1f}% / {100 * max(gaps):.1f}% apart (mean / max), "
+        f"the simulator's error moved by {100 * statistics.fmean(shifts):.1f} / "
+        f"{100 * max(shifts):.1f} points between them. What moves between two validations of "
+        f"one configuration is not the model's own error: it alone would put a model with no "
+        f"error of its own {100 * floor.mean_abs_error:.1f}% off on average and "
+        f"{100 * floor.max_abs_error:.1f}% at most over {len(report.rows())} points)"
+    )
 
 
 def assess_campaign(
@@ -443,6 +575,9 @@ def campaign_text(report: CampaignReport) -> str:
     repeats = repeat_gaps_text(report.repeat_gaps())
     if repeats:
         lines.append(repeats)
+    repeated = repeated_points_text(report)
+    if repeated:
+        lines.append(repeated)
     return "\n".join(lines)
 
 

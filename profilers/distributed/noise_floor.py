@@ -12,7 +12,10 @@ model's error from the measurement's:
 - :func:`beyond_noise`: whether one error is larger than its point's measurement can explain;
 - :class:`RepeatGap`: one configuration measured twice, at different times of one validation,
   and how far apart the two means came out: the noise the standard errors miss when the
-  machine's speed wanders between the runs of one point and those of another.
+  machine's speed wanders between the runs of one point and those of another;
+- :func:`error_noise_sd`: from configurations validated twice, each time with its own profile,
+  how much of one validation's error does not repeat: what no model can predict;
+  :func:`repeating_error_rms`: how large the part that repeats, the model's own, is.
 
 The measured mean of point ``i`` is taken as normal around the true mean with the standard
 deviation ``s_i`` its runs show (their sample standard deviation over the square root of
@@ -32,8 +35,10 @@ __all__ = [
     "NoiseFloor",
     "RepeatGap",
     "beyond_noise",
+    "error_noise_sd",
     "noise_floor",
     "relative_standard_error",
+    "repeating_error_rms",
 ]
 
 # An error beyond this many standard errors of its measured mean is the model's, not the
@@ -139,3 +144,36 @@ class RepeatGap:
         side): the two means' relative standard errors combined."""
         a, b = relative_standard_error(self.first), relative_standard_error(self.second)
         return math.hypot(a, b)
+
+
+def error_noise_sd(shifts: Sequence[float]) -> float:
+    """The standard deviation of the part of a validation's error that does not repeat, from
+    configurations validated twice (``shifts``: each one's relative error in the second
+    validation less its error in the first; NaN: unknown, left out). NaN without any.
+
+    Each error is taken as the model's own, alike in both validations (it is the same model of
+    the same configuration), plus noise drawn anew each time, normal with mean 0 and standard
+    deviation ``sd``: the runs' spread, the profile's, the machine's speed between them. A
+    shift is then the difference of two such draws, normal with variance ``2 sd^2``, and
+    ``sd^2`` is half the mean squared shift. ``noise_floor([sd] * n)`` is what that noise
+    alone costs a model whose own error is nil, over ``n`` points.
+    """
+    known = [s for s in shifts if not math.isnan(s)]
+    if not known:
+        return math.nan
+    return math.sqrt(statistics.fmean(s * s for s in known) / 2.0)
+
+
+def repeating_error_rms(errors: Sequence[tuple[float, float]]) -> float:
+    """The root mean square of the part of a validation's error that repeats, from
+    configurations validated twice (``errors``: each one's relative error in the first
+    validation and in the second). NaN without any.
+
+    With each error the model's own ``m`` plus noise drawn anew each time (independent, mean
+    0: :func:`error_noise_sd`), the product of a configuration's two errors has the mean
+    ``m^2``: the mean product estimates the mean square of the model's own error (0 when the
+    noise makes it negative: nothing then says the model errs at all).
+    """
+    if not errors:
+        return math.nan
+    return math.sqrt(max(statistics.fmean(a * b for a, b in errors), 0.0))

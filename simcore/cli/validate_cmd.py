@@ -407,6 +407,16 @@ def _run_campaign(args: argparse.Namespace) -> int:
                 kind: [{"label": g.label, "gap": g.gap} for g in gaps]
                 for kind, gaps in report.repeat_gaps().items()
             },
+            # configurations in two files: the measured means and the simulator's errors
+            "repeated_points": [
+                {
+                    "label": r.label,
+                    "sources": list(r.sources),
+                    "measured": list(r.measured),
+                    "errors": list(r.errors),
+                }
+                for r in report.repeated_points()
+            ],
         }
         print_json(args, "validate", points, context=context)
     else:
