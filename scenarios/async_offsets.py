@@ -42,6 +42,7 @@ from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import (
+    add_from_runs_option,
     add_output_options,
     bare_scenario_parser,
     progress_printer,
@@ -280,12 +281,7 @@ def finding(points: Sequence[OffsetPoint]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = bare_scenario_parser(NAME, __doc__)
-    parser.add_argument(
-        "--from-runs",
-        action="append",
-        metavar="PATH",
-        help="saved runs: files or folders of them, repeatable (default: every shipped campaign)",
-    )
+    add_from_runs_option(parser, None)
     add_output_options(parser, NAME)
     args = parser.parse_args(argv)
     if args.from_runs is None:

@@ -56,6 +56,7 @@ from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
 from simcore.report.scenario import (
+    add_from_runs_option,
     add_output_options,
     bare_scenario_parser,
     positive_int,
@@ -89,11 +90,6 @@ def repeated_files(paths: Sequence[str]) -> list[str]:
             "(model, batch, link, architecture, W, hosting)"
         )
     return kept
-
-
-def _architecture(pair: RepeatedPoint) -> str:
-    """The pair's architecture with its overlap (its label less the model, link and W)."""
-    return pair.label.split(" ", 3)[3].rsplit(" W=", 1)[0]
 
 
 def pair_table(pairs: Sequence[RepeatedPoint]) -> Table:
@@ -144,9 +140,9 @@ def summary_table(pairs: Sequence[RepeatedPoint]) -> Table:
             Column("own_rms_pct", "own rms%", "{:.1f}"),
         ],
     )
-    labels = sorted({_architecture(p) for p in pairs})
+    labels = sorted({p.architecture for p in pairs})
     for label in [*labels, None]:
-        mine = [p for p in pairs if label is None or _architecture(p) == label]
+        mine = [p for p in pairs if label is None or p.architecture == label]
         gaps = [abs(p.measured_gap) for p in mine]
         shifts = [abs(p.error_shift) for p in mine]
         table.add(
@@ -173,7 +169,7 @@ def plot(pairs: Sequence[RepeatedPoint], out: ScenarioOutput) -> None:
     """Each configuration's error in its second validation against its first, a colour per
     architecture; the diagonal (an error that repeats) and the band of two noise sds of a
     move (``2 sqrt(2) sd``) around it."""
-    labels = sorted({_architecture(p) for p in pairs})
+    labels = sorted({p.architecture for p in pairs})
     sd = error_noise_sd([p.error_shift for p in pairs])
     fig, ax = new_figure(size=(5.6, 6.4))
     every = [100 * e for p in pairs for e in p.errors]
@@ -188,7 +184,7 @@ def plot(pairs: Sequence[RepeatedPoint], out: ScenarioOutput) -> None:
     )
     ax.plot([low, high], [low, high], color="k", lw=0.8, label="the error repeats")
     for i, label in enumerate(labels):
-        mine = [p for p in pairs if _architecture(p) == label]
+        mine = [p for p in pairs if p.architecture == label]
         ax.scatter(
             [100 * p.errors[0] for p in mine],
             [100 * p.errors[1] for p in mine],
@@ -228,12 +224,7 @@ def finding(pairs: Sequence[RepeatedPoint], points: int) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = bare_scenario_parser(NAME, __doc__)
-    parser.add_argument(
-        "--from-runs",
-        action="append",
-        metavar="PATH",
-        help="saved runs: files or folders of them, repeatable (default: every shipped campaign)",
-    )
+    add_from_runs_option(parser, None)
     parser.add_argument(
         "--points",
         type=positive_int,

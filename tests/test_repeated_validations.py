@@ -42,7 +42,8 @@ SECOND = str(KEPT / "check-rounds" / "resnet8-b16-200-layerwise.json.gz")
 def _pair(
     errors: tuple[float, float], measured: tuple[float, float] = (100.0, 110.0)
 ) -> RepeatedPoint:
-    return RepeatedPoint("m-b8 1 Gbit/s PS async, layerwise W=2", ("a", "b"), measured, errors)
+    label = "m-b8 1 Gbit/s PS async, layerwise W=2"
+    return RepeatedPoint(label, "PS async, layerwise", ("a", "b"), measured, errors)
 
 
 def test_a_pairs_moves_by_hand() -> None:
@@ -105,6 +106,7 @@ def test_the_pairs_are_the_two_validations_points(tmp_path: Path) -> None:
     for pair in between:
         (a,) = [p for p in first.points if pair.label.endswith(_label(p))]
         (b,) = [p for p in second.points if pair.label.endswith(_label(p))]
+        assert pair.architecture == "PS sync, layerwise"
         assert pair.measured == (a.measured_mean, b.measured_mean)
         assert pair.errors == (a.error(a.simulated), b.error(b.simulated))
     text = campaign_text(report)
@@ -201,6 +203,7 @@ def test_a_campaigns_json_lists_its_repeated_points(
     assert main(["validate", "--from-runs", str(tmp_path), "--json", "--quiet"]) == 0
     (repeated,) = output(capsys.readouterr().out)["context"]["repeated_points"]
     assert repeated["label"] == "mlp-b8 100 Mbit/s PS sync, layerwise W=2"
+    assert repeated["architecture"] == "PS sync, layerwise"
     assert repeated["sources"] == [str(tmp_path / "a.json.gz"), str(tmp_path / "b.json.gz")]
     assert repeated["measured"][0] == pytest.approx(repeated["measured"][1])
     assert repeated["errors"][0] == pytest.approx(repeated["errors"][1])

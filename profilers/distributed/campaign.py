@@ -169,9 +169,11 @@ class RepeatedPoint:
     """One configuration validated twice, in two files of a campaign (made at different
     times), each time predicted from that validation's own one-worker profile and link
     measurement: the measured means (examples/s) and the simulator's relative errors, in the
-    order of the campaign's files."""
+    order of the campaign's files. ``label`` names the configuration, ``architecture`` its
+    architecture with the overlap mode (:func:`architecture_label`)."""
 
     label: str
+    architecture: str
     sources: tuple[str, str]
     measured: tuple[float, float]
     errors: tuple[float, float]
@@ -224,8 +226,8 @@ def repeated_points(report: CampaignReport) -> list[RepeatedPoint]:
     """Every configuration that two of the campaign's files both validated, once per pair of
     files (three files of one configuration make three pairs), in the order of the files.
 
-    The same file given twice is not a repeat (its runs are the same runs): a pair needs two
-    files whose contents differ."""
+    A point whose runs are the same in both files (a file given twice, or a copy) is not a
+    repeat."""
     seen: dict[tuple[Any, ...], list[tuple[str, ValidationReport, ValidationPoint]]] = {}
     for source, r in zip(report.sources, report.reports, strict=True):
         if r.measurements is None:
@@ -239,10 +241,12 @@ def repeated_points(report: CampaignReport) -> list[RepeatedPoint]:
             for second_source, _, second in found[k + 1 :]:
                 if first.measured == second.measured:
                     continue  # the same runs, given twice
+                architecture = point_label(first_report, first)
                 pairs.append(
                     RepeatedPoint(
                         f"{_model_text(first_report)} {_rate_text(first_report.link_rate_bps)} "
-                        f"{point_label(first_report, first)} W={first.workers}",
+                        f"{architecture} W={first.workers}",
+                        architecture,
                         (first_source, second_source),
                         (first.measured_mean, second.measured_mean),
                         (first.error(first.simulated), second.error(second.simulated)),

@@ -411,6 +411,7 @@ def _run_campaign(args: argparse.Namespace) -> int:
             "repeated_points": [
                 {
                     "label": r.label,
+                    "architecture": r.architecture,
                     "sources": list(r.sources),
                     "measured": list(r.measured),
                     "errors": list(r.errors),

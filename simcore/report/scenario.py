@@ -51,14 +51,16 @@ def bare_scenario_parser(name: str, doc: str | None) -> OneLineErrorParser:
     )
 
 
-def add_from_runs_option(parser: argparse.ArgumentParser, shipped: str) -> None:
+def add_from_runs_option(parser: argparse.ArgumentParser, shipped: str | None) -> None:
     """``--from-runs PATH`` (repeatable; None when not given: the caller's default is the
-    shipped campaign ``shipped``), for the scenarios that assess saved validation runs."""
+    shipped campaign ``shipped``, or with None every shipped campaign), for the scenarios that
+    assess saved validation runs."""
+    default = "every shipped campaign" if shipped is None else f"the shipped {shipped!r}"
     parser.add_argument(
         "--from-runs",
         action="append",
         metavar="PATH",
-        help=f"saved runs: files or folders of them, repeatable (default: the shipped {shipped!r})",
+        help=f"saved runs: files or folders of them, repeatable (default: {default})",
     )
 
 
