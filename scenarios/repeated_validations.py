@@ -37,7 +37,6 @@ Output
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,11 +46,12 @@ from profilers.distributed.campaign import (
     assess_campaign,
     campaign_files,
     repeat_floor,
+    repeat_moves,
     repeated_configurations,
     shipped_campaigns,
 )
 from profilers.distributed.measurements import load_measurements
-from profilers.distributed.noise_floor import error_noise_sd, repeating_error_rms
+from profilers.distributed.noise_floor import error_noise_sd
 from simcore.errors import ConfigError
 from simcore.plots import new_figure, save_figure
 from simcore.report import ScenarioOutput, finding_line, run_scenario
@@ -142,18 +142,16 @@ def summary_table(pairs: Sequence[RepeatedPoint]) -> Table:
     )
     labels = sorted({p.architecture for p in pairs})
     for label in [*labels, None]:
-        mine = [p for p in pairs if label is None or p.architecture == label]
-        gaps = [abs(p.measured_gap) for p in mine]
-        shifts = [abs(p.error_shift) for p in mine]
+        moves = repeat_moves([p for p in pairs if label is None or p.architecture == label])
         table.add(
             architecture=label or "all",
-            pairs=len(mine),
-            measured_mean_pct=100 * statistics.fmean(gaps),
-            measured_max_pct=100 * max(gaps),
-            error_mean_pct=100 * statistics.fmean(shifts),
-            error_max_pct=100 * max(shifts),
-            noise_sd_pct=100 * error_noise_sd([p.error_shift for p in mine]),
-            own_rms_pct=100 * repeating_error_rms([p.errors for p in mine]),
+            pairs=moves.pairs,
+            measured_mean_pct=100 * moves.measured_mean,
+            measured_max_pct=100 * moves.measured_max,
+            error_mean_pct=100 * moves.error_mean,
+            error_max_pct=100 * moves.error_max,
+            noise_sd_pct=100 * moves.noise_sd,
+            own_rms_pct=100 * moves.own_rms,
         )
     return table
 
@@ -208,17 +206,16 @@ def finding(pairs: Sequence[RepeatedPoint], points: int) -> str:
     """How far the repeats moved, and what the part that moved costs over ``points`` points."""
     floor = repeat_floor(pairs, points)
     assert floor is not None  # pairs exist
-    gaps = [abs(p.measured_gap) for p in pairs]
-    shifts = [abs(p.error_shift) for p in pairs]
+    moves = repeat_moves(pairs)
     return finding_line(
-        f"{len(pairs)} configurations validated twice were measured "
-        f"{100 * statistics.fmean(gaps):.1f}% apart on average, and the simulator's error moved "
-        f"by {100 * statistics.fmean(shifts):.1f} points on average ({100 * max(shifts):.1f} at "
+        f"{moves.pairs} configurations validated twice were measured "
+        f"{100 * moves.measured_mean:.1f}% apart on average, and the simulator's error moved "
+        f"by {100 * moves.error_mean:.1f} points on average ({100 * moves.error_max:.1f} at "
         f"most): the part of its error that repeats, the model's own, is "
-        f"{100 * repeating_error_rms([p.errors for p in pairs]):.1f}% rms, and the part that "
-        f"does not (sd {100 * error_noise_sd([p.error_shift for p in pairs]):.1f}%) alone puts "
-        f"a model with no error of its own {100 * floor.mean_abs_error:.1f}% off on average and "
-        f"{100 * floor.max_abs_error:.1f}% at most over {points} points."
+        f"{100 * moves.own_rms:.1f}% rms, and the part that does not (sd "
+        f"{100 * moves.noise_sd:.1f}%) alone puts a model with no error of its own "
+        f"{100 * floor.mean_abs_error:.1f}% off on average and {100 * floor.max_abs_error:.1f}% "
+        f"at most over {points} points."
     )
 
 

@@ -35,6 +35,7 @@ from profilers.distributed.noise_floor import (
     RepeatGap,
     error_noise_sd,
     noise_floor,
+    repeating_error_rms,
 )
 from profilers.distributed.validation import (
     COLUMNS_TEXT,
@@ -255,6 +256,40 @@ def repeated_points(report: CampaignReport) -> list[RepeatedPoint]:
     return pairs
 
 
+@dataclass(frozen=True)
+class RepeatMoves:
+    """How far configurations validated twice moved between their two validations (relative:
+    0.05 = 5%): the mean and largest absolute move of their measured means and of the
+    simulator's error, the standard deviation of the part of an error that does not repeat
+    (:func:`~profilers.distributed.noise_floor.error_noise_sd`) and the root mean square of
+    the part that does (:func:`~profilers.distributed.noise_floor.repeating_error_rms`)."""
+
+    pairs: int
+    measured_mean: float
+    measured_max: float
+    error_mean: float
+    error_max: float
+    noise_sd: float
+    own_rms: float
+
+
+def repeat_moves(pairs: Sequence[RepeatedPoint]) -> RepeatMoves:
+    """:class:`RepeatMoves` of ``pairs`` (at least one)."""
+    if not pairs:
+        raise ValueError("repeat_moves: no pairs")
+    gaps = [abs(p.measured_gap) for p in pairs]
+    shifts = [p.error_shift for p in pairs]
+    return RepeatMoves(
+        len(pairs),
+        statistics.fmean(gaps),
+        max(gaps),
+        statistics.fmean(abs(s) for s in shifts),
+        max(abs(s) for s in shifts),
+        error_noise_sd(shifts),
+        repeating_error_rms([p.errors for p in pairs]),
+    )
+
+
 def repeat_floor(pairs: Sequence[RepeatedPoint], points: int) -> NoiseFloor | None:
     """What the part of an error that did not repeat between ``pairs``' validations
     (:func:`~profilers.distributed.noise_floor.error_noise_sd`) costs, over ``points`` points,
@@ -274,15 +309,14 @@ def repeated_points_text(report: CampaignReport) -> str:
     floor = repeat_floor(pairs, len(report.rows()))
     if floor is None:
         return ""
-    gaps = [abs(p.measured_gap) for p in pairs]
-    shifts = [abs(p.error_shift) for p in pairs]
+    moves = repeat_moves(pairs)
     files = len({s for p in pairs for s in p.sources})
     return (
         f"(configurations validated twice, in two files, each time predicted from its own "
         f"profile and link measurement: {len(pairs)} pairs from {files} files; measured "
-        f"{100 * statistics.fmean(gaps):.1f}% / {100 * max(gaps):.1f}% apart (mean / max), "
-        f"the simulator's error moved by {100 * statistics.fmean(shifts):.1f} / "
-        f"{100 * max(shifts):.1f} points between them. What moves between two validations of "
+        f"{100 * moves.measured_mean:.1f}% / {100 * moves.measured_max:.1f}% apart (mean / "
+        f"max), the simulator's error moved by {100 * moves.error_mean:.1f} / "
+        f"{100 * moves.error_max:.1f} points between them. What moves between two validations of "
         f"one configuration is not the model's own error: it alone would put a model with no "
         f"error of its own {100 * floor.mean_abs_error:.1f}% off on average and "
         f"{100 * floor.max_abs_error:.1f}% at most over {len(report.rows())} points)"
