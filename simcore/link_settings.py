@@ -115,7 +115,7 @@ class LinkSettings:
         """The profile's ring effect when the simulator's ring of ``config`` uses its cost per
         message (and CPU per byte) rather than its goodput: arch allreduce, a profile of
         version 3 or later, and the bandwidth from that profile."""
-        ring = self.ring if config.arch == "allreduce" else None
+        ring = self.ring if config.ring_collective else None
         if ring is None or ring.message_latency_s is None:
             return None
         return ring if self.bandwidth_bps.source == self.profile else None
@@ -160,7 +160,7 @@ class LinkSettings:
             "latency_s": self.latency_s.value,
         }
         terms = self.ring_terms(config)
-        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        ring = self.ring_bandwidth(config.workers) if config.ring_collective else None
         if terms is not None:
             changes.update(self._ring_changes(terms, config))
         elif ring is not None:
@@ -297,7 +297,7 @@ class LinkSettings:
 
     def _link_text(self, config: SimulationConfig) -> str:
         bandwidth, latency = self.bandwidth_bps, self.latency_s
-        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        ring = self.ring_bandwidth(config.workers) if config.ring_collective else None
         terms = self.ring_terms(config)
         if terms is not None and not latency.is_option:
             segments = config.ring_segment_bytes
@@ -398,7 +398,7 @@ class LinkSettings:
 
     def to_dict(self, config: SimulationConfig) -> dict[str, Any]:
         """The JSON form: every value with its source, what ``config`` used, and the note."""
-        ring = self.ring_bandwidth(config.workers) if config.arch == "allreduce" else None
+        ring = self.ring_bandwidth(config.workers) if config.ring_collective else None
         terms = self.ring_terms(config)
         if terms is not None:
             ring = self.ring_bytes_bandwidth(config)

@@ -137,7 +137,7 @@ class Topology:
         A parameter server's link is the server host's NIC and each host's NIC limits its
         leader's traffic; in a ring every host's link is its NIC.
         """
-        ring = base.arch == "allreduce"
+        ring = base.is_collective
         return dataclasses.replace(
             base,
             workers=self.hosts,

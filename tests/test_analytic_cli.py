@@ -39,7 +39,7 @@ def test_async_table_of_a_sample_trace(capsys: pytest.CaptureFixture[str]) -> No
 def test_sync_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "resnet50-b32", "--workers", "2,8", "--mode", "sync"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap", "allreduce"]
+    assert out[2].split() == ["ps", "fcfs", "hybrid", "overlap", "allreduce", "ddp"]
     assert all(r.endswith("closed form") for r in out[4:6]) and len(out) == 7
     assert out[6] == "link: B 10.0 Gbit/s (default)"
 

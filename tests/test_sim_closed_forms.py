@@ -423,7 +423,7 @@ def test_parse_placement_is_checked() -> None:
     trace = synthetic_trace([0.010], [0.020], [1000])
     with pytest.raises(ConfigError, match=r"^parse_placement: 'before' is not one of after"):
         run(trace, arch="allreduce", mode="sync", parse_placement="before")
-    with pytest.raises(ConfigError, match=r"^parse_placement: 'pipelined' is for ring AllReduce"):
+    with pytest.raises(ConfigError, match=r"^parse_placement: 'pipelined' is for an AllReduce"):
         run(trace, parse_placement="pipelined")
 
 
@@ -486,7 +486,7 @@ def test_ring_segments_are_checked() -> None:
     ring = {"arch": "allreduce", "mode": "sync", "workers": 2}
     with pytest.raises(ConfigError, match=r"^ring_segment_bytes: a segment holds at least"):
         run(trace, ring_segment_bytes=2, **ring)
-    with pytest.raises(ConfigError, match=r"^ring_segment_bytes: is for ring AllReduce"):
+    with pytest.raises(ConfigError, match=r"^ring_segment_bytes: is for a ring AllReduce"):
         run(trace, ring_segment_bytes=1 << 20)
 
 

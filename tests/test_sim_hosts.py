@@ -234,5 +234,5 @@ def test_parameter_server_on_a_training_host(server_host: int | None, pull_hosts
 def test_server_host_is_checked() -> None:
     with pytest.raises(ConfigError, match=r"server_host: must be a worker index 0\.\.1, got 2"):
         SimulationConfig(workers=2, server_host=2)
-    with pytest.raises(ConfigError, match="server_host: ring AllReduce has no parameter servers"):
+    with pytest.raises(ConfigError, match="server_host: arch='allreduce' has no parameter servers"):
         SimulationConfig(workers=2, server_host=0, arch="allreduce", mode="sync")

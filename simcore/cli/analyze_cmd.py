@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from simcore.analytic.async_model import DEFAULT_RHO_T, OVERLAP_RULES, predict_async
+from simcore.analytic.ddp_model import DdpEstimate, DdpWorker, ddp_worker_from_trace, predict_ddp
 from simcore.analytic.mva import SOLVERS
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
+from simcore.cli.ddp_options import add_ddp_options, ddp_fields
 from simcore.cli.guards import check_rates, fill_defaults, refuse_given
 from simcore.cli.host_options import devices_and_intra_link
 from simcore.cli.link_options import (
@@ -40,10 +43,11 @@ from simcore.sim.config import MODES
 from simcore.topology import Topology
 from simcore.topology_io import load_topology
 from simcore.trace.io import load_trace
+from simcore.trace.model import Trace
 from simcore.units import format_bandwidth, format_bytes, format_number, format_seconds
 
 ASYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap")
-SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce")
+SYNC_COLUMNS = ("ps", "fcfs", "hybrid", "overlap", "allreduce", "ddp")
 Row = dict[str, Any]
 
 
@@ -88,8 +92,50 @@ def register(subparsers: Any) -> None:
     )
     hosts.add_argument("--devices-per-host", type=int, help="devices G per host (default 1)")
     hosts.add_argument("--intra-bandwidth", help="link between a host's devices, e.g. 150GB/s")
+    add_ddp_options(p)
     add_output_options(p)
     p.set_defaults(handler=run)
+
+
+@dataclass(frozen=True)
+class DdpColumn:
+    """What the ``ddp`` column needs: the trace's DDP step and the options' collective."""
+
+    worker: DdpWorker
+    collective: str
+    latency_s: float
+    devices_per_host: int
+    intra_bandwidth_bps: float | None
+
+    @classmethod
+    def of(
+        cls,
+        trace: Trace,
+        fields: dict[str, Any],
+        latency_s: float,
+        devices_per_host: int,
+        intra_bandwidth_bps: float | None,
+    ) -> DdpColumn:
+        worker = ddp_worker_from_trace(
+            trace,
+            bucket_cap_bytes=fields["bucket_cap_bytes"],
+            first_bucket_bytes=fields["first_bucket_bytes"],
+            copy_s_per_byte=fields.get("bucket_copy_s_per_byte", 0.0),
+            gradient_as_bucket_view=fields["gradient_as_bucket_view"],
+            compression=fields["ddp_compression"],
+        )
+        return cls(worker, fields["collective"], latency_s, devices_per_host, intra_bandwidth_bps)
+
+    def estimate(self, workers: int, bandwidth_bps: float) -> DdpEstimate:
+        return predict_ddp(
+            [self.worker],
+            [workers],
+            bandwidth_bps,
+            latency_s=self.latency_s,
+            collective=self.collective,
+            devices_per_host=self.devices_per_host,
+            intra_bandwidth_bps=self.intra_bandwidth_bps,
+        )
 
 
 def _rate(steps_per_s: float, examples_per_s: float) -> dict[str, float]:
@@ -108,17 +154,27 @@ def analyze_row(
     workers: int,
     b: float,
     ring_b: float | None = None,
+    ddp: DdpColumn | None = None,
 ) -> Row:
     """The predictions for ``workers`` workers, as a JSON-ready row; ``ring_b``: the ring
-    AllReduce's bandwidth (Eq. 11) when it is not ``b`` (a measured ring goodput)."""
+    AllReduce's bandwidth (Eq. 11) when it is not ``b`` (a measured ring goodput); ``ddp``:
+    what DDP's closed form needs (Sync-SGD)."""
     cluster = Cluster.homogeneous(worker, workers, b)
     if args.mode == "sync":
         s = predict_sync(cluster)
         ring = s if ring_b is None else predict_sync(Cluster.homogeneous(worker, workers, ring_b))
         row: Row = {"workers": workers, "solver": "closed form"}
-        for name in SYNC_COLUMNS:
+        for name in SYNC_COLUMNS[:-1]:
             est = getattr(ring if name == "allreduce" else s, name)
             row[name] = {**_rate(est.steps_per_s, est.examples_per_s), "step_s": est.step_s}
+        if ddp is not None:
+            d = ddp.estimate(workers, b if ring_b is None or ddp.collective != "ring" else ring_b)
+            row["ddp"] = {
+                **_rate(d.steps_per_s, d.examples_per_s),
+                "step_s": d.step_s,
+                "exposed_s": d.exposed_s,
+                "buckets": d.buckets,
+            }
         return row
     a = predict_async(cluster, rho_t=args.rho_t, overlap_rule=args.overlap_rule, solver=args.solver)
     row = {"workers": workers, "solver": a.solver}
@@ -166,10 +222,15 @@ def run(args: argparse.Namespace) -> int:
     b = link.bandwidth_bps.value
     trace = load_trace(args.trace)
     worker = _host(args, worker_type_from_trace(trace), topology)
+    fields = ddp_fields(args, used=args.mode == "sync", needs="--mode sync (DDP's closed form)")
+    ddp = None
+    if args.mode == "sync":
+        devices, intra = devices_and_intra_link(args, topology)
+        ddp = DdpColumn.of(trace, fields, link.latency_s.value, devices, intra)
     rows: list[Row] = []
     try:
         for w in counts:
-            rows.append(analyze_row(args, worker, w, b, _ring_b(args, link, w)))
+            rows.append(analyze_row(args, worker, w, b, _ring_b(args, link, w), ddp))
     except KeyboardInterrupt:  # Ctrl-C: keep the rows that finished, if any
         if not rows:
             raise
@@ -230,12 +291,18 @@ def analytic_link_lines(
         lines[0] += (
             f"; ring AllReduce (Eq. 11) at the measured ring goodput {used} ({link.profile})"
         )
-    off = [link.effect_text(key) for key in link.effects_on()]
+    effects = link.effects_on()
+    off = [link.effect_text(key) for key in effects]
     if off:
+        counted = (
+            " (the ddp column counts the latency, once per hop of each bucket's AllReduce)"
+            if args.mode == "sync" and "latency_s" in effects
+            else ""
+        )
         lines.append(
             f"not modelled: the coarse models have no per-transfer latency, flow weights, "
             f"duplex limit or transfer CPU cost, so these are ignored: {', '.join(off)} "
-            "(sgdsim simulate uses them)"
+            f"(sgdsim simulate uses them){counted}"
         )
     if link.note:
         lines.append(link.note)
@@ -270,7 +337,8 @@ def format_table(args: argparse.Namespace, worker: WorkerType, b: float, rows: l
     sync = args.mode == "sync"
     columns = SYNC_COLUMNS if sync else ASYNC_COLUMNS
     what = (
-        "Sync-SGD, Eq. 7 (ps), 8 (fcfs), 9 (hybrid), 10 (overlap), 11 (allreduce)"
+        "Sync-SGD, Eq. 7 (ps), 8 (fcfs), 9 (hybrid), 10 (overlap), 11 (allreduce), and DDP's "
+        "bucket chain (ddp)"
         if sync
         else f"Async-SGD, MVA of Fig. 5; hybrid Eq. 5 with rho_T {args.rho_t:g}, "
         f"overlap Eq. 6 ({args.overlap_rule})"

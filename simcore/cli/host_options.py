@@ -98,7 +98,7 @@ def topology_bandwidth_bps(args: argparse.Namespace, topology: Topology | None) 
     parameter server, each host's NIC for a ring; None without a topology."""
     if args.bandwidth is not None or topology is None:
         return None
-    if args.arch == "allreduce":
+    if args.arch != "ps":
         return topology.nic_bandwidth_bps
     return topology.server_link_bps
 
@@ -144,7 +144,7 @@ def apply_host_options(
     """``config`` with the host options, falling back on ``topology``'s values (the transfers'
     CPU cost, ``--comm-cpu``, is the link's: :mod:`simcore.cli.link_options`), and a parameter
     server's communication threads from the trace's own CPU time (:func:`trace_comm_thread`)."""
-    ring = config.arch == "allreduce"
+    ring = config.is_collective
     devices, intra = devices_and_intra_link(args, topology)
     if args.own_nics and args.colocated == 1:
         raise ConfigError(

@@ -58,6 +58,12 @@ OPTION_OF: dict[str, str] = {
     "duplex_bps": "--duplex",
     "duplex_interference": "--duplex-interference",
     "comm_cpu_s_per_byte": "--comm-cpu",
+    "bucket_cap_bytes": "--bucket-cap",
+    "first_bucket_bytes": "--first-bucket",
+    "collective": "--collective",
+    "ddp_compression": "--comm-hook",
+    "bucket_copy_s_per_byte": "--bucket-copy",
+    "gradient_as_bucket_view": "--gradient-as-bucket-view",
     # Topology (a host type from --topology; the options given explicitly win over it)
     "hosts": "--hosts",
     "nic_bandwidth_bps": "--worker-bandwidth",

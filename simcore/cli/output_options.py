@@ -187,7 +187,7 @@ def advise_csv(
         spread = [None, None] if r.simulated_spread is None else list(r.simulated_spread)
         cost = [] if price is None else [r.cost_per_million_examples]
         c = r.candidate
-        ring = c.arch == "allreduce"
+        ring = c.arch != "ps"
         lead: list[CsvCell] = [
             rank,
             architecture_text(r),

@@ -16,6 +16,7 @@ from typing import Any
 from simcore.errors import ConfigError
 from simcore.parallel import usable_cores
 from simcore.sim import SimulationResult
+from simcore.sim.config import COLLECTIVE_ARCHS
 from simcore.sim.precision import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PRECISION,
@@ -175,11 +176,12 @@ def notes(
 def implied_mode(arch: str, mode: str | None) -> str:
     """The mode ``--arch`` implies when ``--mode`` is not given (ring AllReduce: sync; else
     async); a ``--mode`` that contradicts ``--arch`` is an error naming both as typed."""
-    if arch == "allreduce":
+    if arch in COLLECTIVE_ARCHS:
         if mode not in (None, "sync"):
+            what = "ring AllReduce" if arch == "allreduce" else "DDP"
             raise ConfigError(
-                f"--arch allreduce --mode {mode}: ring AllReduce is synchronous; drop --mode "
-                f"(--arch allreduce implies --mode sync)"
+                f"--arch {arch} --mode {mode}: {what} is synchronous; drop --mode "
+                f"(--arch {arch} implies --mode sync)"
             )
         return "sync"
     return "async" if mode is None else mode

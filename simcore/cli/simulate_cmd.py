@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from simcore.cli.ddp_options import add_ddp_options, bucket_cap_note, ddp_fields, ddp_text
 from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
@@ -122,7 +123,7 @@ def register(subparsers: Any) -> None:
         "--arch",
         choices=ARCHS,
         default="ps",
-        help="parameter server or ring AllReduce (default ps)",
+        help="parameter server, ring AllReduce of each layer, or PyTorch DDP (buckets; default ps)",
     )
     p.add_argument(
         "--mode",
@@ -224,6 +225,7 @@ def register(subparsers: Any) -> None:
         help="layerwise: per-layer overlap of communication and computation, as in the trace; "
         "none: strict phases, all pulls then all computation then all pushes (default layerwise)",
     )
+    add_ddp_options(p)
     add_host_options(p)
     add_effect_options(p, cpu=False)
     add_output_options(p)
@@ -391,6 +393,7 @@ def build_config(
         jitter_cv=args.jitter_cv,
         timeline=args.timeline is not None,
         overlap=args.overlap,
+        **ddp_fields(args),
     )
     return link.apply(apply_host_options(args, config, topology, traces))
 
@@ -422,6 +425,9 @@ def run(args: argparse.Namespace) -> int:
     traces = [load_trace(t) for t in args.trace]
     link = with_traces(link, traces)
     configs = [build_config(args, w, link, topology, rule, traces) for w in counts]
+    note = bucket_cap_note(args, ddp_fields(args), traces)
+    if note:
+        print(f"sgdsim simulate: note: {note}", file=sys.stderr)
     total = sum(worker_steps(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)
     work = total * ops_per_step
@@ -507,8 +513,8 @@ def _check_dependent_options(args: argparse.Namespace) -> None:
         (
             "--placement",
             args.placement,
-            None if args.arch == "allreduce" else "ps",
-            "--arch ps (a ring AllReduce has no servers to place layers on)",
+            "ps" if args.arch == "ps" else None,
+            f"--arch ps (--arch {args.arch} has no servers to place layers on)",
         ),
     )
     for option, given, prerequisite, what in needs:
@@ -583,6 +589,7 @@ def format_result(
         f"setup      {c.workers} workers, {c.arch}/{c.mode}, sharing {c.policy_name}, "
         f"{format_bandwidth(c.bandwidth_bps)}, scheduler {c.scheduler}, servers {c.servers}",
         *_host_lines(c, trace, sources or {}),
+        *([f"ddp        {ddp_text(c, trace)}"] if c.arch == "ddp" else []),
         f"run        {length_text(result)}, seed {c.seed}",
         f"throughput {format_number(est.value)} examples/s  (95% CI {_ci(result)}; {method})",
         f"           {format_number(result.steps_per_s.value)} steps/s",
@@ -676,6 +683,7 @@ def format_sweep(
     lines = [
         head,
         *_host_lines(c, trace, sources or {}),
+        *([f"ddp: {ddp_text(c, trace)}"] if c.arch == "ddp" else []),
         f"{'W':>4} {'examples/s':>11} {'95% CI':>21} {'steps/s':>9} "
         f"{'step ms':>9} {'down util':>9} {'up util':>8}"
         + (f" {'steps':>6}" if sized is None else "")

@@ -15,6 +15,7 @@ import dataclasses
 import sys
 from typing import Any
 
+from simcore.cli.ddp_options import add_ddp_options, ddp_fields
 from simcore.cli.guards import check_rates, check_work, fill_defaults, refuse_given
 from simcore.cli.host_options import (
     add_host_options,
@@ -94,7 +95,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
     p.add_argument("--workers", help="W, a single count (default 4; 1 with --profiled)")
     p.add_argument(
-        "--arch", choices=ARCHS, default="ps", help="parameter server or ring AllReduce (ps)"
+        "--arch",
+        choices=ARCHS,
+        default="ps",
+        help="parameter server, ring AllReduce of each layer, or PyTorch DDP (ps)",
     )
     p.add_argument("--mode", choices=MODES, help="default async, and sync with --arch allreduce")
     p.add_argument(
@@ -148,6 +152,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--title", help="figure title (default: what was simulated)")
     p.add_argument("--flow-cap", help="per-flow rate cap, e.g. 10Gbps (TPDS'22 4.4)")
+    add_ddp_options(p)
     add_host_options(p, hosts_list=False)
     add_effect_options(p, cpu=False)
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
@@ -288,6 +293,7 @@ def _config(
         flow_cap_bps=None
         if args.flow_cap is None
         else parse_bandwidth(args.flow_cap, name="--flow-cap"),
+        **ddp_fields(args),
     )
     return link.apply(apply_host_options(args, config, topology, [trace]))
 

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from simcore.errors import ConfigError, TraceError
-from simcore.sim.dag import INTRA_BROADCAST, INTRA_REDUCE
+from simcore.sim.config import COLLECTIVE_ARCHS
+from simcore.sim.dag import INTRA_BROADCAST, INTRA_REDUCE, RENDEZVOUS
 from simcore.sim.results import Timeline
 from simcore.trace.model import Resource, Trace
 from simcore.trace.overhead import OVERHEAD_IDS
@@ -53,6 +54,9 @@ ALLREDUCE = "allreduce"  # a ring's transfers (uplink ops of the step DAG)
 INTRA = "intra-host"  # reduce and broadcast among a host's devices
 LATENCY = "latency"
 OVERHEAD = "overhead"  # a step's fixed costs outside its layers (simcore.trace.overhead)
+WAIT = "wait"  # DDP: a rank waiting for the others to start (gate:) or finish (done:) a bucket
+READY = "ready"  # DDP: the instant a bucket's gradients are all in it (ready:)
+COPY = "copy"  # DDP: gradients copied into and out of buckets, fp16 casts
 US_DECIMALS = 3  # timestamps in microseconds, rounded to the nanosecond
 
 
@@ -83,6 +87,12 @@ def display_kind(op: str, kind: str) -> str:
         return PARSE
     if op.startswith((f"{INTRA_REDUCE}:", f"{INTRA_BROADCAST}:")):
         return INTRA
+    if op.startswith(("gate:", "done:")):
+        return WAIT
+    if op.startswith("ready:"):
+        return READY
+    if op.startswith(("bucket-copy:", "compress:", "decompress:")):
+        return COPY
     if op in OVERHEAD_IDS:
         return OVERHEAD
     return kind
@@ -219,7 +229,8 @@ def simulated_spans(
     steps : ``(first, last)``, keep the ops of steps first..last (inclusive).
     time_s : ``(t0, t1)`` in seconds, keep the ops that overlap that interval.
     trace : the simulated trace(s); gives each span its ``layer``.
-    arch : ``"ps"`` or ``"allreduce"`` (no servers: updates stay with the worker).
+    arch : ``"ps"``, ``"allreduce"`` or ``"ddp"`` (no servers: updates stay with the worker;
+        DDP's waits for the other ranks and its buckets' readiness go on the AllReduce's row).
 
     Returns
     -------
@@ -244,7 +255,7 @@ def simulated_spans(
         op_id = timeline.op_ids[op]
         slot = timeline.slot_names[int(timeline.slot[i])]
         kind = display_kind(op_id, timeline.op_kinds[op])
-        if arch == "allreduce" and kind == "push":
+        if arch in COLLECTIVE_ARCHS and kind == "push":
             kind = ALLREDUCE  # the ring's transfers: an AllReduce, not a push to a server
         args: dict[str, Any] = {
             "worker": worker,
@@ -256,8 +267,12 @@ def simulated_spans(
             args["layer"] = layer
         if kind == LATENCY:
             link = slot_of.get((worker, _base_op(op_id)), "")
-            args["link"] = ALLREDUCE if arch == "allreduce" and link == "uplink" else link
+            # DDP's instant after its last bucket belongs to no transfer: with the AllReduces.
+            collective = arch in COLLECTIVE_ARCHS and link in ("uplink", "")
+            args["link"] = ALLREDUCE if collective else link
         process, thread = _place(worker, slot, arch)
+        if kind in (WAIT, READY):  # a bucket's wait and readiness, beside its AllReduce
+            thread = ALLREDUCE
         start = float(timeline.start_s[i])
         spans.append(
             TimelineSpan(
@@ -282,10 +297,10 @@ def resource_base(resource: str) -> str:
 def _place(worker: int, slot: str, arch: str) -> tuple[str, str]:
     """(process, thread) of an op on ``slot`` of ``worker``."""
     if resource_base(slot) == Resource.PS.value:
-        if arch == "allreduce":
+        if arch in COLLECTIVE_ARCHS:
             return f"worker {worker}", "update"
         return f"server {server_of(slot)}", f"worker {worker}"
-    if arch == "allreduce" and slot == Resource.UPLINK.value:
+    if arch in COLLECTIVE_ARCHS and slot in (Resource.UPLINK.value, RENDEZVOUS):
         return f"worker {worker}", ALLREDUCE
     return f"worker {worker}", slot
 

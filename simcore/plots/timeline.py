@@ -27,6 +27,8 @@ import numpy as np
 from simcore.errors import ConfigError
 from simcore.export.chrome import (
     LATENCY,
+    READY,
+    WAIT,
     TimelineSpan,
     profiled_step_spans,
     resource_base,
@@ -51,6 +53,10 @@ KIND_COLORS: dict[str, str] = {
     "latency": "#9e9e9e",
     "intra-host": "#ff7f0e",
     "overhead": "#e377c2",
+    "copy": "#bcbd22",
+    "queued": "#1f77b4",  # DDP: a ready bucket waiting for the ones before it (a strip)
+    "wait": "#c7c7c7",  # DDP: a rank waiting for the other ranks to start or finish a bucket
+    "ready": "#000000",  # DDP: the instant a bucket's gradients are all in it (a marker)
     "other": "#7f7f7f",
 }
 ROW_KINDS = ("pull", "compute", "push", "allreduce", "update")  # row order within a worker
@@ -240,10 +246,16 @@ def draw_timeline(
     _shade_steps(ax, shown_steps, groups, x)
     bars: dict[tuple[str, float, float], list[tuple[float, float]]] = {}
     for span, row, strip in placed:
+        if span.category == READY:
+            continue  # an instant: drawn as a marker below
         offset, height = STRIP if strip else BAR
         key = (span.category, y_of[row] + offset, height)
         bars.setdefault(key, []).append((x(span.start_s), span.duration_s * scale))
+    ready = _bucket_readiness(placed, y_of, bars, x, scale)
     _draw_bars(ax, bars, (xlim_s if xlim_s is not None else window[1] - window[0]) * scale)
+    if ready:
+        xs, ys = zip(*ready, strict=True)
+        ax.scatter(xs, ys, marker="v", s=12, color=KIND_COLORS[READY], zorder=4, lw=0)
     sync = _barriers(shown_steps) if barriers else ()
     for i, t in enumerate(sync):
         ax.axvline(x(t), color="black", lw=0.9, ls="--", label="barrier" if i == 0 else None)
@@ -253,7 +265,8 @@ def draw_timeline(
     left = x(window[0])
     ax.set_xlim(left, left + width_s * scale)
     ax.set_xlabel(f"time ({unit})" + (f" since t = {origin:.4g} s" if origin > 0 else ""))
-    kinds = tuple(k for k in KIND_COLORS if any(s.category == k for s in spans))
+    drawn = {s.category for s in spans} | {key[0] for key in bars}
+    kinds = tuple(k for k in KIND_COLORS if k in drawn)
     if legend:
         _legend(ax, kinds, bool(sync), len({s.step for s in shown_steps}) > 1)
     return TimelineView(tuple(rows), window[0], window[1], origin, unit, kinds, tuple(sync))
@@ -543,6 +556,35 @@ def _barriers(steps: Sequence[Step]) -> tuple[float, ...]:
     return tuple(next(iter(ends[n])) for n in full)
 
 
+def _bucket_readiness(
+    placed: Sequence[tuple[TimelineSpan, Row, bool]],
+    y_of: dict[Row, int],
+    bars: dict[tuple[str, float, float], list[tuple[float, float]]],
+    x: Any,
+    scale: float,
+) -> list[tuple[float, float]]:
+    """DDP: where each bucket became ready (markers, returned as (x, y)) and, as a strip in
+    ``bars``, how long it then waited for the buckets before it: from its ``ready:`` instant to
+    the start of its ``gate:`` (its wait for the other ranks, drawn as a bar of its own)."""
+    gates = {
+        (s.args.get("worker"), s.args.get("step"), s.name.split(":", 1)[1]): s.start_s
+        for s, _, _ in placed
+        if s.category == WAIT and s.name.startswith("gate:")
+    }
+    marks: list[tuple[float, float]] = []
+    for span, row, _ in placed:
+        if span.category != READY:
+            continue
+        y = y_of[row]
+        marks.append((x(span.start_s), y + BAR[0] + BAR[1]))
+        bucket = span.name.split(":", 1)[1]
+        start = gates.get((span.args.get("worker"), span.args.get("step"), bucket))
+        if start is not None and start > span.start_s:
+            key = ("queued", y + STRIP[0], STRIP[1])
+            bars.setdefault(key, []).append((x(span.start_s), (start - span.start_s) * scale))
+    return marks
+
+
 def _draw_bars(
     ax: Any, bars: dict[tuple[str, float, float], list[tuple[float, float]]], width: float
 ) -> None:
@@ -635,7 +677,12 @@ def _legend(ax: Any, kinds: Sequence[str], barrier: bool, steps: bool) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [Patch(facecolor=KIND_COLORS[k], label=k) for k in kinds]
+    handles: list[Any] = [
+        Line2D([], [], color=KIND_COLORS[k], marker="v", ls="", markersize=4, label="bucket ready")
+        if k == READY
+        else Patch(facecolor=KIND_COLORS[k], label=k)
+        for k in kinds
+    ]
     if steps:
         handles.append(Patch(facecolor=SHADE, alpha=3 * SHADE_ALPHA, label="odd steps"))
         handles.append(Line2D([], [], color="0.35", lw=0.6, label="step start"))

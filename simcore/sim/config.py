@@ -14,12 +14,20 @@ from types import MappingProxyType
 from typing import Any
 
 from simcore.errors import ConfigError
+from simcore.sim.buckets import (
+    DEFAULT_BUCKET_CAP_BYTES,
+    DEFAULT_FIRST_BUCKET_BYTES,
+    trace_buckets,
+)
+from simcore.sim.collectives import collective_names
 from simcore.sim.sharing import sharing_policy_names
 from simcore.sim.streams import stream_scheduler_names
 from simcore.trace.model import Trace
 from simcore.units import check_bandwidth_range, check_duration_range
 
-ARCHS = ("ps", "allreduce")
+ARCHS = ("ps", "allreduce", "ddp")
+COLLECTIVE_ARCHS = ("allreduce", "ddp")  # no parameter servers: the workers all-reduce
+COMPRESSIONS = ("none", "fp16")  # DDP's comm hooks: none, or torch's fp16_compress_hook
 MODES = ("async", "sync")
 CAP_MODES = ("clip", "maxmin")
 JITTERS = ("none", "resample", "exponential")
@@ -55,7 +63,10 @@ class SimulationConfig:
     workers : number of workers W (>= 1).
     bandwidth_bps : bandwidth B of each parameter server's link, per direction; for ``allreduce``
         the bandwidth of each worker in the ring.
-    arch : ``"ps"`` (parameter server) or ``"allreduce"`` (decentralized ring AllReduce, sync only).
+    arch : ``"ps"`` (parameter server), ``"allreduce"`` (decentralized ring AllReduce of each
+        layer, sync only) or ``"ddp"`` (PyTorch DistributedDataParallel: the gradients in
+        buckets, one AllReduce per bucket in bucket order, overlapped with the backward pass;
+        sync only; :mod:`simcore.sim.ddp_dag`).
     mode : ``"async"`` (a worker starts its next step when its own step ends) or ``"sync"`` (a
         barrier: the next step starts when all workers finished).
     sharing : a registered sharing policy (``fcfs``, ``ps``, ``allreduce``, ...) or ``"hybrid"``
@@ -168,6 +179,16 @@ class SimulationConfig:
         they wait in the other direction's queue, which the more transfers it carries the
         longer it stands. None = not this model. ``profilers.distributed.link_duplex``
         measures it (``measure_interference``). See SEMANTICS.md.
+    bucket_cap_bytes, first_bucket_bytes : DDP's bucket limits (``bucket_cap_mb``, 25 MiB, and
+        the first bucket's, 1 MiB; :mod:`simcore.sim.buckets` has torch's rule).
+    collective : DDP's AllReduce algorithm, ``"ring"`` or ``"tree"`` (NCCL's double binary
+        tree; :mod:`simcore.sim.collectives`).
+    ddp_compression : DDP's comm hook: ``"none"`` (plain AllReduce) or ``"fp16"`` (torch's
+        ``fp16_compress_hook``: the buckets travel as float16, cast before and after).
+    bucket_copy_s_per_byte : seconds per byte the worker's device takes to copy a gradient into
+        its bucket and back after the AllReduce (DDP without ``gradient_as_bucket_view``), and
+        to cast a bucket for ``fp16``; 0 = free.
+    gradient_as_bucket_view : DDP's option: gradients live in the buckets, no copies.
     """
 
     workers: int = 1
@@ -211,6 +232,12 @@ class SimulationConfig:
     comm_cpu_s_per_byte: float = 0.0
     duplex_bps: float | None = None
     duplex_interference: tuple[float, float, float] | None = None
+    bucket_cap_bytes: int = DEFAULT_BUCKET_CAP_BYTES
+    first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES
+    collective: str = "ring"
+    ddp_compression: str = "none"
+    bucket_copy_s_per_byte: float = 0.0
+    gradient_as_bucket_view: bool = False
 
     def weight_cv_of(self, direction: str) -> float:
         """The flow weight cv of the ``"uplink"`` (pushes) or ``"downlink"`` (pulls)."""
@@ -250,7 +277,18 @@ class SimulationConfig:
         """The sharing policy actually used (``sharing`` or the architecture's default)."""
         if self.sharing is not None:
             return self.sharing
-        return "allreduce" if self.arch == "allreduce" else "ps"
+        return "allreduce" if self.is_collective else "ps"
+
+    @property
+    def is_collective(self) -> bool:
+        """No parameter servers: the workers all-reduce (per-layer ring, or DDP's buckets)."""
+        return self.arch in COLLECTIVE_ARCHS
+
+    @property
+    def ring_collective(self) -> bool:
+        """The workers all-reduce in a ring (the per-layer ring, or DDP's ring): what a
+        measured ring's terms (cost per message, rate per W, CPU per byte) describe."""
+        return self.is_collective and self.collective == "ring"
 
     @property
     def shares_host_cpu(self) -> bool:
@@ -279,7 +317,8 @@ class SimulationConfig:
         with them (``parse_placement="pipelined"``), or gloo's segments
         (``ring_segment_bytes``); one participant exchanges nothing."""
         return (
-            self.arch == "allreduce"
+            self.is_collective
+            and self.collective == "ring"
             and self.workers > 1
             and (self.parse_placement == "pipelined" or self.ring_segment_bytes is not None)
         )
@@ -288,7 +327,7 @@ class SimulationConfig:
     def comm_cpu_cores_per_bps(self) -> float:
         """Cores a transfer's CPU work takes per bit/s of its rate (``comm_cpu_s_per_byte``
         per byte; a ring AllReduce flow receives as many bytes as it sends, so twice that)."""
-        both_ways = 2.0 if self.arch == "allreduce" else 1.0
+        both_ways = 2.0 if self.is_collective else 1.0
         return both_ways * self.comm_cpu_s_per_byte / 8.0
 
     @property
@@ -392,10 +431,10 @@ def _validate(config: SimulationConfig) -> None:
     _one_of("jitter", config.jitter, JITTERS)
     _one_of("overlap", config.overlap, OVERLAPS)
     _one_of("parse_placement", config.parse_placement, PARSE_PLACEMENTS)
-    if config.parse_placement == "pipelined" and config.arch != "allreduce":
+    if config.parse_placement == "pipelined" and not config.is_collective:
         raise ConfigError(
-            f"parse_placement: 'pipelined' is for ring AllReduce (arch='allreduce'), not "
-            f"arch={config.arch!r}"
+            f"parse_placement: 'pipelined' is for an AllReduce (arch='allreduce' or 'ddp'), "
+            f"not arch={config.arch!r}"
         )
     if config.ring_segment_bytes is not None:
         _positive("ring_segment_bytes", config.ring_segment_bytes)
@@ -404,9 +443,9 @@ def _validate(config: SimulationConfig) -> None:
                 f"ring_segment_bytes: a segment holds at least one float32 (4 bytes), got "
                 f"{config.ring_segment_bytes!r}"
             )
-        if config.arch != "allreduce":
+        if not config.is_collective:
             raise ConfigError(
-                f"ring_segment_bytes: is for ring AllReduce (arch='allreduce'), not "
+                f"ring_segment_bytes: is for a ring AllReduce (arch='allreduce' or 'ddp'), not "
                 f"arch={config.arch!r}"
             )
     if config.comm_thread_s_per_step > 0 and config.arch != "ps":
@@ -474,13 +513,57 @@ def _validate(config: SimulationConfig) -> None:
         raise ConfigError(f"shared_nic: must be True or False, got {config.shared_nic!r}")
     _validate_host_cpu(config)
     _validate_server_host(config)
-    if config.arch == "allreduce":
+    if config.is_collective:
+        what = "ring AllReduce" if config.arch == "allreduce" else "DDP"
         if config.mode != "sync":
-            raise ConfigError("mode: ring AllReduce is synchronous; use mode='sync' with it")
+            raise ConfigError(f"mode: {what} is synchronous; use mode='sync' with it")
         if config.servers != 1:
-            raise ConfigError("servers: ring AllReduce has no parameter servers; use servers=1")
+            raise ConfigError(f"servers: {what} has no parameter servers; use servers=1")
+    _validate_ddp(config)
     if isinstance(config.placement, str):
         _one_of("placement", config.placement, PLACEMENTS)
+
+
+# DDP's own options, with their defaults: given with another architecture they do nothing.
+_DDP_DEFAULTS = {
+    "bucket_cap_bytes": DEFAULT_BUCKET_CAP_BYTES,
+    "first_bucket_bytes": DEFAULT_FIRST_BUCKET_BYTES,
+    "collective": "ring",
+    "ddp_compression": "none",
+    "bucket_copy_s_per_byte": 0.0,
+    "gradient_as_bucket_view": False,
+}
+
+
+def _validate_ddp(config: SimulationConfig) -> None:
+    if config.arch != "ddp":
+        for name, default in _DDP_DEFAULTS.items():
+            if getattr(config, name) != default:
+                raise ConfigError(
+                    f"{name}: is an option of DDP (arch='ddp'), not arch={config.arch!r}"
+                )
+        return
+    for name in ("bucket_cap_bytes", "first_bucket_bytes"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{name}: must be a whole number of bytes > 0, got {value!r}")
+    _one_of("collective", config.collective, collective_names())
+    _one_of("ddp_compression", config.ddp_compression, COMPRESSIONS)
+    _positive("bucket_copy_s_per_byte", config.bucket_copy_s_per_byte, zero_ok=True)
+    view = config.gradient_as_bucket_view
+    if not isinstance(view, bool):
+        raise ConfigError(f"gradient_as_bucket_view: must be True or False, got {view!r}")
+    if config.collective == "tree":
+        if config.workers < 2:
+            raise ConfigError(
+                f"collective: a tree needs at least 2 workers to all-reduce among, got "
+                f"workers={config.workers}; use collective='ring' (one worker reduces nothing)"
+            )
+        if config.parse_placement == "pipelined" or config.ring_segment_bytes is not None:
+            raise ConfigError(
+                "collective: 'tree' with gloo's ring segments or pipelined ring work "
+                "(ring_segment_bytes, parse_placement='pipelined'); those describe a ring"
+            )
 
 
 def _validate_server_host(config: SimulationConfig) -> None:
@@ -492,7 +575,7 @@ def _validate_server_host(config: SimulationConfig) -> None:
             f"server_host: must be a worker index 0..{config.workers - 1}, got {host!r}"
         )
     if config.arch != "ps":
-        raise ConfigError("server_host: ring AllReduce has no parameter servers")
+        raise ConfigError(f"server_host: arch={config.arch!r} has no parameter servers")
     if config.colocated_workers > 1:
         raise ConfigError("server_host: not with colocated_workers > 1")
 
@@ -555,6 +638,26 @@ def validate_for_traces(config: SimulationConfig, traces: Sequence[Trace]) -> No
     if isinstance(config.placement, Mapping):
         for trace in traces:
             _validate_mapping(config.placement, config.servers, trace)
+    if config.arch == "ddp":
+        _validate_ddp_traces(config, traces)
+
+
+def _validate_ddp_traces(config: SimulationConfig, traces: Sequence[Trace]) -> None:
+    """Every worker's trace makes the same buckets: DDP replicates one model on every rank."""
+    shapes = [
+        tuple(
+            (b.nbytes, b.layers)
+            for b in trace_buckets(t, config.bucket_cap_bytes, config.first_bucket_bytes)
+        )
+        for t in traces
+    ]
+    for trace, shape in zip(traces[1:], shapes[1:], strict=True):
+        if shape != shapes[0]:
+            raise ConfigError(
+                f"worker_types: DDP replicates one model on every worker, but trace "
+                f"{trace.source} has other gradients than {traces[0].source} (buckets of "
+                f"{[n for n, _ in shape]} bytes against {[n for n, _ in shapes[0]]})"
+            )
 
 
 def _validate_mapping(mapping: Mapping[str, int], servers: int, trace: Trace) -> None:

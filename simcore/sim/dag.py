@@ -39,8 +39,7 @@ Inserted ops follow their transfer in trace order, so trace-order tie-breaks sta
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,13 +47,40 @@ import numpy as np
 from simcore.errors import ConfigError
 from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
-from simcore.trace.model import Op, OpKind, Resource, Trace
+from simcore.sim.dag_ops import (
+    COMM,
+    DELAY,
+    INTRA,
+    INTRA_BROADCAST,
+    INTRA_REDUCE,
+    OTHER,
+    RENDEZVOUS,
+    DagNode,
+    delay_node,
+    intra_host_op,
+    ring_latency_s,
+    ring_message_count,
+    ring_messages,
+    strict_phase_deps,
+)
+from simcore.sim.ddp_dag import ddp_nodes
+from simcore.trace.model import Resource, Trace
 
-DELAY = "latency"  # the pseudo-resource of latency ops: unlimited, nothing queues there
-COMM = "comm"  # a worker's communication thread: its CPU work beside the transfers (one at a time)
-INTRA = "intra"  # a host's link between its devices: one intra-host transfer at a time
-INTRA_REDUCE = "intra-reduce"
-INTRA_BROADCAST = "intra-broadcast"
+# Names other modules import from here.
+__all__ = [
+    "COMM",
+    "DELAY",
+    "INTRA",
+    "INTRA_BROADCAST",
+    "INTRA_REDUCE",
+    "RENDEZVOUS",
+    "CompiledDag",
+    "SlotSpec",
+    "assign_servers",
+    "compile_trace",
+    "ring_latency_s",
+    "ring_message_count",
+]
 
 
 @dataclass(frozen=True)
@@ -171,45 +197,6 @@ def assign_servers(
     return result
 
 
-def _strict_phase_deps(trace: Trace) -> dict[str, tuple[str, ...]]:
-    """Extra dependencies (op id -> op ids) that turn ``trace``'s step into strict phases.
-
-    Computation ops (on the worker) that depend on no other computation op wait for every pull;
-    every other computation op follows one of them. Every push waits for every computation op
-    that no other computation op depends on, which all computation precedes. Joining at these
-    sources and sinks adds O(pulls + pushes) edges for a chain-like model instead of one per
-    (pull, computation) pair, so the engine's per-step work hardly grows.
-    """
-    compute = {op.id for op in trace.ops if op.resource is Resource.WORKER}
-    has_compute_dependent: set[str] = set()
-    extra: dict[str, tuple[str, ...]] = {}
-    pulls = tuple(op.id for op in trace.ops if op.resource is Resource.DOWNLINK)
-    for op in trace.ops:
-        if op.id in compute:
-            before = [d for d in op.deps if d in compute]
-            has_compute_dependent.update(before)
-            if not before:
-                extra[op.id] = pulls
-    last = compute - has_compute_dependent  # once: inside the loop it made this quadratic
-    sinks = tuple(op.id for op in trace.ops if op.id in last)
-    for op in trace.ops:
-        if op.resource is Resource.UPLINK:
-            extra[op.id] = sinks
-    return extra
-
-
-@dataclass
-class _Node:
-    op_id: str
-    kind: str
-    resource: str
-    server: int
-    bits: float
-    source: int  # column in the trace's durations, or -1
-    constant_s: float
-    deps: list[str]
-
-
 def compile_trace(trace: Trace, config: SimulationConfig) -> CompiledDag:
     """Compile ``trace`` for ``config`` (see the module docstring).
 
@@ -263,7 +250,7 @@ _WORKER, _PS = Resource.WORKER.value, Resource.PS.value
 _NETWORK = (Resource.DOWNLINK.value, Resource.UPLINK.value)
 
 
-def _durations(trace: Trace, nodes: Sequence[_Node]) -> np.ndarray:
+def _durations(trace: Trace, nodes: Sequence[DagNode]) -> np.ndarray:
     """(profiled steps, nodes) seconds: a trace op's measured durations, 0 for its transfers
     (their time comes from the link), an inserted op's constant."""
     raw = np.array(
@@ -275,8 +262,10 @@ def _durations(trace: Trace, nodes: Sequence[_Node]) -> np.ndarray:
     return np.where(measured, raw[:, source], constant)
 
 
-def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dict[str, str]]:
+def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[DagNode], dict[str, str]]:
     """The transformed op list in trace order, and op id -> id of the op its dependents wait for."""
+    if config.arch == "ddp":
+        return ddp_nodes(trace, config)
     ring = config.arch == "allreduce"
     k = config.workers
     servers = assign_servers(trace, config.servers, config.placement)
@@ -288,9 +277,9 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             out.extend(resolve(dropped[d]) if d in dropped else [d])
         return out
 
-    phases = _strict_phase_deps(trace) if config.overlap == "none" else {}
-    intra = _intra_host_op(config)
-    nodes: list[_Node] = []
+    phases = strict_phase_deps(trace) if config.overlap == "none" else {}
+    intra = intra_host_op(config)
+    nodes: list[DagNode] = []
     alias: dict[str, str] = {}
     parse = config.parse_alpha_s_per_byte > 0 or config.parse_beta_s > 0
     pipelined = config.ring_pipelined
@@ -307,7 +296,7 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
         deps = resolve([*op.deps, *phases.get(op.id, ())])
         if intra is not None and op.resource is Resource.UPLINK:
             # The host's devices first reduce this layer's gradients onto the one that sends.
-            nodes.append(intra(f"{INTRA_REDUCE}:{op.id}", op, deps))
+            nodes.append(intra(f"{INTRA_REDUCE}:{op.id}", op.nbytes or 0, deps))
             deps = [nodes[-1].op_id]
         resource = op.resource.value
         if ring and op.resource is Resource.PS:
@@ -322,38 +311,45 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             # on the worker's computation (as after a ring's one transfer); else per message.
             after = config.parse_placement == "after"
             nodes.extend(
-                _ring_messages(op, col, server, bits, deps, 0 if after else work_s, config)
+                ring_messages(
+                    op.id,
+                    op.kind.value,
+                    op.resource.value,
+                    op.nbytes or 0,
+                    bits,
+                    deps,
+                    0 if after else work_s,
+                    config,
+                    source=col,
+                    server=server,
+                )
             )
             last = previous = nodes[-1].op_id
             if after and work_s > 0:
                 worker = Resource.WORKER.value
-                nodes.append(
-                    _Node(f"parse:{op.id}", OpKind.OTHER.value, worker, 0, 0.0, -1, work_s, [last])
-                )
+                nodes.append(DagNode(f"parse:{op.id}", OTHER, worker, 0, 0.0, -1, work_s, [last]))
                 last = nodes[-1].op_id
             if intra is not None:
-                nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
+                nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op.nbytes or 0, [last]))
                 last = nodes[-1].op_id
             alias[op.id] = last
             continue
-        nodes.append(_Node(op.id, op.kind.value, resource, server, bits, col, 0.0, deps))
+        nodes.append(DagNode(op.id, op.kind.value, resource, server, bits, col, 0.0, deps))
         if not op.is_communication:
             continue
         last = op.id
         latency_s = ring_latency_s(config.latency_s, k) if ring else config.latency_s
         if latency_s > 0:
-            nodes.append(
-                _Node(f"latency:{op.id}", OpKind.OTHER.value, DELAY, 0, 0.0, -1, latency_s, [last])
-            )
+            nodes.append(delay_node(f"latency:{op.id}", latency_s, [last]))
             last = nodes[-1].op_id
         if parse:
             to_worker = op.resource is Resource.DOWNLINK or ring
             where = Resource.WORKER if to_worker else Resource.PS
             cost = config.parse_alpha_s_per_byte * (op.nbytes or 0) + config.parse_beta_s
             nodes.append(
-                _Node(
+                DagNode(
                     f"parse:{op.id}",
-                    OpKind.OTHER.value,
+                    OTHER,
                     where.value,
                     0 if to_worker else server,
                     0.0,
@@ -369,9 +365,9 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             # with the push (copying out, sending), as the sender's does.
             sent = op.resource is Resource.UPLINK
             nodes.append(
-                _Node(
+                DagNode(
                     f"{COMM}:{op.id}",
-                    OpKind.OTHER.value,
+                    OTHER,
                     COMM,
                     0,
                     0.0,
@@ -382,7 +378,7 @@ def _transform(trace: Trace, config: SimulationConfig) -> tuple[list[_Node], dic
             )
         if intra is not None and (op.resource is Resource.DOWNLINK or ring):
             # New parameters (pulled, or all-reduced between hosts) reach the other devices.
-            nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op, [last]))
+            nodes.append(intra(f"{INTRA_BROADCAST}:{op.id}", op.nbytes or 0, [last]))
             last = nodes[-1].op_id
         alias[op.id] = last
     return nodes, alias
@@ -394,109 +390,3 @@ def _comm_thread_s_per_byte(trace: Trace, config: SimulationConfig) -> float:
         return 0.0
     moved = trace.transfer_nbytes
     return config.comm_thread_s_per_step / moved if moved else 0.0
-
-
-def _ring_messages(
-    op: Op,
-    col: int,
-    server: int,
-    bits: float,
-    deps: list[str],
-    work_s: float,
-    config: SimulationConfig,
-) -> list[_Node]:
-    """A pipelined ring all-reduce of ``op`` (``bits`` in all) as its messages
-    (:func:`ring_message_count`: 2(K-1), or gloo's segments), each
-    followed by its latency and its share of ``work_s`` on the worker's ``comm`` resource, and
-    a ``join:<id>`` that completes when the last message has arrived and the last work is done.
-
-    The work on a message can only start once it has arrived, and runs while the next one
-    moves, as a ring implementation reduces one chunk while it receives the next: the work
-    keeps pace with the bytes when the CPU has room and falls behind them when it has not,
-    and the all-reduce then ends with its work rather than with its bytes.
-    """
-    n = ring_message_count(op.nbytes or 0, config.workers, config.ring_segment_bytes)
-    nodes: list[_Node] = []
-    after = deps  # the first message's: trace names, which _compile resolves
-    work = ""
-    for j in range(n):
-        message = op.id if j == 0 else f"{op.id}#{j}"
-        source = col if j == 0 else -1
-        nodes.append(
-            _Node(message, op.kind.value, op.resource.value, server, bits / n, source, 0.0, after)
-        )
-        arrived = message
-        if config.latency_s > 0:
-            nodes.append(
-                _Node(
-                    f"latency:{op.id}#{j}",
-                    OpKind.OTHER.value,
-                    DELAY,
-                    0,
-                    0.0,
-                    -1,
-                    config.latency_s,
-                    [message],
-                )
-            )
-            arrived = nodes[-1].op_id
-        if work_s > 0:
-            work = f"parse:{op.id}#{j}"
-            nodes.append(_Node(work, OpKind.OTHER.value, COMM, 0, 0.0, -1, work_s / n, [arrived]))
-        after = [arrived]
-    # The comm resource runs its ops one at a time in the order they arrive, so the last
-    # message's work ends after every earlier one's.
-    ends = [after[0], work] if work else after
-    nodes.append(_Node(f"join:{op.id}", OpKind.OTHER.value, DELAY, 0, 0.0, -1, 0.0, ends))
-    return nodes
-
-
-def ring_message_count(nbytes: float, k: int, segment_bytes: float | None = None) -> int:
-    """The messages a ring AllReduce of ``nbytes`` among k participants sends one after another.
-
-    The paper's ring (``segment_bytes`` None): a reduce-scatter and an all-gather of k-1 steps,
-    2(k-1) messages of 1/k of the bytes. gloo's (``gloo::allreduce``, its ``ring``): the bytes
-    in S segments of at most ``segment_bytes``, at least two per rank (one in flight while the
-    other is reduced) and a multiple of k; each phase sends the S - S/k segments not yet
-    complete, 2 S (k-1)/k messages in all. A model of small layers thus sends twice the
-    paper's count, and a layer of many segments more, each a segment's share of the bytes.
-    """
-    if k < 2:
-        return 0
-    if segment_bytes is None:
-        return 2 * (k - 1)
-    segments = max(math.ceil(nbytes / segment_bytes), 2 * k)
-    segments = math.ceil(segments / k) * k
-    return 2 * segments * (k - 1) // k
-
-
-def ring_latency_s(latency_s: float, k: int) -> float:
-    """The fixed cost of one ring AllReduce of k participants: 2(k-1) messages in sequence.
-
-    A ring AllReduce is a reduce-scatter and an all-gather of k-1 steps each; every step sends
-    one chunk of 1/k of the data to the next rank and must receive the previous rank's chunk
-    before it can go on, so a message's fixed cost (the network profile's latency, the intercept
-    of its linear fit) is paid 2(k-1) times one after another: the alpha-beta cost
-    2(k-1) alpha + 2(k-1)/k M/B. One participant exchanges nothing and pays nothing.
-    """
-    return ring_message_count(0, k) * latency_s
-
-
-def _intra_host_op(config: SimulationConfig) -> Callable[[str, Op, list[str]], _Node] | None:
-    """A maker of intra-host transfer ops, or None for one device per host (the flat case).
-
-    Each moves (G-1)/G of the layer's bytes over the intra-host link: the reduce-scatter half of
-    a ring AllReduce among the G devices before a push, the all-gather half after a pull, so that
-    one host alone (no server traffic) costs exactly a ring AllReduce, 2(G-1)/G * bytes / B_intra.
-    They run on the host's ``intra`` resource one after another, a fixed time each.
-    """
-    g = config.devices_per_host
-    if g == 1 or config.intra_bandwidth_bps is None:
-        return None
-    seconds_per_byte = 8.0 * (g - 1) / g / config.intra_bandwidth_bps
-
-    def make(op_id: str, op: Op, deps: list[str]) -> _Node:
-        cost = seconds_per_byte * (op.nbytes or 0)
-        return _Node(op_id, OpKind.OTHER.value, INTRA, 0, 0.0, -1, cost, deps)
-
-    return make

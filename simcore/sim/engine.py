@@ -32,7 +32,7 @@ import simpy
 from simcore.errors import SgdsimError
 from simcore.gc_pause import gc_paused
 from simcore.sim.config import SimulationConfig
-from simcore.sim.dag import COMM, CompiledDag, ring_latency_s
+from simcore.sim.dag import COMM, RENDEZVOUS, CompiledDag, ring_latency_s
 from simcore.sim.flow_weights import lognormal_weights, rescaled_weights
 from simcore.sim.links import LeftoverLink, Link, LinkCounters, OrderedLink, VirtualTimeLink
 from simcore.sim.rate_link import RateLink
@@ -48,6 +48,8 @@ from simcore.sim.slots import (
     DelaySlot,
     NetSlot,
     Recorder,
+    Rendezvous,
+    RendezvousSlot,
     SharedComputeSlot,
     WorkerState,
 )
@@ -117,6 +119,7 @@ class Engine:
             self.links = self._make_links()
             self.host_cpus = self._make_host_cpus()
             self.comm_cpus = self._make_comm_cpus()
+            self.rendezvous = Rendezvous(self.env, config.workers)
             # One table per (DAG, speed), shared by the workers that have them: a table per worker
             # made memory grow with W times the trace (36 KB per worker for a 43-op trace).
             tables: dict[tuple[int, float], list[list[float]]] = {}
@@ -389,7 +392,8 @@ class Engine:
         slots: list[Any] = []
         ring = self.config.arch == "allreduce"
         # A pipelined ring's messages carry their own latency and its collectives wait for each
-        # other in the DAG; otherwise the connection stays busy for the ring's latency.
+        # other in the DAG (DDP's always do); otherwise the connection stays busy for the
+        # ring's latency.
         hold_s = 0.0
         if ring and not self.config.ring_pipelined:
             hold_s = ring_latency_s(self.config.latency_s, self.config.workers)
@@ -404,6 +408,8 @@ class Engine:
                 )
             elif spec.resource == "latency":
                 slots.append(DelaySlot(env, state, sid))
+            elif spec.resource == RENDEZVOUS:
+                slots.append(RendezvousSlot(env, state, sid, self.rendezvous, dag.op_ids))
             elif spec.resource in (Resource.WORKER.value, COMM) and self.host_cpus:
                 # The computation and the communication thread (parse_placement="pipelined")
                 # share the host's cores alike; a parameter-server worker's comm thread takes

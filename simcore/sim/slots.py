@@ -359,3 +359,59 @@ class NetSlot:
             self._start(self.queue.pop())
         else:
             self.busy = False
+
+
+class Rendezvous:
+    """Ops that all workers must reach before any of them completes: a collective's start and
+    end (DDP's ``gate:`` and ``done:`` ops). Shared by the workers' :class:`RendezvousSlot`.
+
+    The op that arrives last completes everyone's at once, in worker index order (as workers
+    start at a barrier), each recorded from its own arrival: its wait for the others. Sync-SGD
+    keeps every worker in the same step, so an op's id is the whole key.
+    """
+
+    __slots__ = ("env", "waiting", "workers")
+
+    def __init__(self, env: simpy.Environment, workers: int) -> None:
+        self.env = env
+        self.workers = workers
+        self.waiting: dict[str, list[tuple[int, RendezvousSlot, int, float]]] = {}
+
+    def arrive(self, key: str, slot: RendezvousSlot, op: int) -> None:
+        arrived = self.waiting.setdefault(key, [])
+        arrived.append((slot.worker.index, slot, op, self.env.now))
+        if len(arrived) < self.workers:
+            return
+        del self.waiting[key]
+        arrived.sort(key=lambda entry: entry[0])
+        for _, member, member_op, t0 in arrived:
+            member.release(member_op, t0)
+
+
+class RendezvousSlot:
+    """A worker's side of the :class:`Rendezvous`: offers wait there, take no time of their own."""
+
+    __slots__ = ("env", "keys", "rendezvous", "slot_id", "worker")
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        worker: WorkerState,
+        slot_id: int,
+        rendezvous: Rendezvous,
+        keys: tuple[str, ...],
+    ) -> None:
+        self.env = env
+        self.worker = worker
+        self.slot_id = slot_id
+        self.rendezvous = rendezvous
+        self.keys = keys  # per op of the worker's DAG: what the workers meet on (its op id)
+
+    def offer(self, op: int) -> None:
+        self.rendezvous.arrive(self.keys[op], self, op)
+
+    def release(self, op: int, t0: float) -> None:
+        w = self.worker
+        if w.recorder is not None:
+            w.recorder.add(w.index, w.step, w.op_offset + op, self.slot_id, t0, self.env.now, 0.0)
+        w.complete(op)
