@@ -17,6 +17,7 @@ from simcore.analytic.advisor import (
     effective_worker,
     enumerate_candidates,
 )
+from simcore.analytic.ddp_model import ddp_worker_from_trace, predict_ddp
 from simcore.cli.main import main
 from simcore.errors import ConfigError
 from simcore.saturation import saturation_point
@@ -38,16 +39,27 @@ def comm_trace() -> Trace:
 
 
 def test_enumeration_for_three_machines_by_hand() -> None:
-    # AllReduce W=1..3 (3); one server W=1,2 x {async,sync} x {ps,fcfs,hybrid} (12);
-    # two servers W=1 x 6 (6): 21 candidates, none over budget, none twice.
+    # AllReduce W=1..3 (3); DDP ring W=1..3 (3) and tree W=2,3 (2: a tree needs two ranks);
+    # one server W=1,2 x {async,sync} x {ps,fcfs,hybrid} (12); two servers W=1 x 6 (6):
+    # 26 candidates, none over budget, none twice.
     cands = enumerate_candidates(3)
-    assert len(cands) == 21 == len(set(cands))
+    assert len(cands) == 26 == len(set(cands))
     assert all(c.machines <= 3 for c in cands)
-    by_kind = Counter((c.arch, c.servers) for c in cands)
-    assert by_kind == {("allreduce", 1): 3, ("ps", 1): 12, ("ps", 2): 6}
+    by_kind = Counter((c.arch, c.sharing if c.arch == "ddp" else c.servers) for c in cands)
+    assert by_kind == {
+        ("allreduce", 1): 3,
+        ("ddp", "ring"): 3,
+        ("ddp", "tree"): 2,
+        ("ps", 1): 12,
+        ("ps", 2): 6,
+    }
     assert Candidate("ps", "sync", "fcfs", 1, 2).machines == 3
     assert Candidate("allreduce", "sync", "allreduce", 3).machines == 3
-    assert enumerate_candidates(1) == [Candidate("allreduce", "sync", "allreduce", 1)]
+    assert Candidate("ddp", "sync", "tree", 3).machines == 3
+    assert enumerate_candidates(1) == [
+        Candidate("allreduce", "sync", "allreduce", 1),
+        Candidate("ddp", "sync", "ring", 1),
+    ]
 
 
 def test_communication_bound_ordering_matches_the_closed_forms() -> None:
@@ -60,10 +72,19 @@ def test_communication_bound_ordering_matches_the_closed_forms() -> None:
     worker's NIC moves M each way per step, so a cycle takes >= T_C + 2m = 3m: <= 2/(3m) = 66.7.
     """
     advice = advise(comm_trace(), 4, B, confirm_top=0)
-    top = [r.candidate for r in advice.ranked[:2]]
-    assert top == [Candidate("allreduce", "sync", "allreduce", w) for w in (4, 3)]
-    assert advice.ranked[0].examples_per_s == pytest.approx(1.6 / MB_S)
-    assert advice.ranked[1].examples_per_s == pytest.approx(9 / (7 * MB_S))
+    # DDP puts both 625 kB layers in one bucket (it closes at 1.25 MB >= the first bucket's
+    # 1 MiB) and, the phases strict, that bucket cannot overlap: DDP's ring is Eq. 11 exactly.
+    top = [r.candidate for r in advice.ranked[:4]]
+    assert top == [
+        c
+        for w in (4, 3)
+        for c in (
+            Candidate("allreduce", "sync", "allreduce", w),
+            Candidate("ddp", "sync", "ring", w),
+        )
+    ]
+    for r, expected in zip(advice.ranked, (1.6, 1.6, 9 / 7, 9 / 7), strict=False):
+        assert r.examples_per_s == pytest.approx(expected / MB_S, rel=1e-12)
     ps = {r.candidate: r.examples_per_s for r in advice.ranked if r.candidate.arch == "ps"}
     assert max(ps.values()) <= 1 / MB_S * (1 + 1e-9)
     sync3 = {s: ps[Candidate("ps", "sync", s, 3)] * MB_S for s in ("ps", "fcfs", "hybrid")}
@@ -81,6 +102,9 @@ def test_analytic_values_are_the_models_own() -> None:
         cluster = Cluster.homogeneous(w, c.workers, B)
         if c.arch == "allreduce":
             expected = predict_sync(cluster).allreduce.examples_per_s
+        elif c.arch == "ddp":
+            ddp = ddp_worker_from_trace(trace)
+            expected = predict_ddp([ddp], [c.workers], B, collective=c.sharing).examples_per_s
         elif c.mode == "sync":
             expected = getattr(predict_sync(cluster), c.sharing).examples_per_s
         else:
@@ -156,7 +180,9 @@ def test_saturation_point_on_hand_made_curves() -> None:
     sat = {s.family: s for s in advise(comm_trace(), 4, B, confirm_top=0).saturation}
     # Ring: 100, 100, 128.6, 160: only W = 4 reaches 95% of 160 (still climbing).
     assert sat["ring AllReduce"].workers is None and sat["ring AllReduce"].max_workers == 4
-    assert len(sat) == 13 and sat["PS Sync, ps links, 2 servers"].max_workers == 2
+    assert sat["DDP, ring AllReduce"].max_workers == 4
+    assert sat["DDP, tree AllReduce"].max_workers == 4
+    assert len(sat) == 15 and sat["PS Sync, ps links, 2 servers"].max_workers == 2
 
 
 @pytest.mark.parametrize(
@@ -189,7 +215,7 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     out = captured.out.splitlines()
     assert out[0].startswith("cnn, batch 32/worker, ") and "budget 4 machines" in out[0]
-    assert out[1].startswith("34 configurations") and "best 2 simulated" in out[1]
+    assert out[1].startswith("41 configurations") and "best 2 simulated" in out[1]
     assert out[2].startswith("ranked: the simulated configurations first")
     header = out[3].split("  ")
     header = [h.strip() for h in header if h.strip()]
@@ -204,12 +230,13 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     for row in rows:  # each row says its architecture and, for a PS, its sharing assumption
         arch = row[out[3].index("architecture") :].split("  ")[0].strip()
         sharing = row[out[3].index("sharing") :].split()[0]
-        assert arch in ("PS Async", "PS Sync", "ring AllReduce")
-        assert sharing in (("-",) if arch == "ring AllReduce" else ("ps", "fcfs", "hybrid"))
+        assert arch in ("PS Async", "PS Sync", "ring AllReduce", "DDP")
+        expected = {"ring AllReduce": ("-",), "DDP": ("ring", "tree")}
+        assert sharing in expected.get(arch, ("ps", "fcfs", "hybrid"))
     assert all(".." in r for r in rows[:2]) and all(" - " in r for r in rows[2:])
     assert out[9].startswith("cheapest: ")
     assert out[10].startswith("saturation (analytic; fewest W reaching 95% of the best)")
-    assert len(out) == 11 + 13 + 1
+    assert len(out) == 11 + 15 + 1
     assert out[-1] == "link: 1.00 Gbit/s (--bandwidth)"
     assert captured.err == ""  # progress is drawn on a terminal only
 
@@ -220,7 +247,7 @@ def test_cli_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> Non
     full = output(captured.out)
     doc = {**full["context"], "ranked": full["points"]}
     assert captured.err == ""
-    assert (doc["machines"], doc["bandwidth_bps"], doc["candidates"]) == (4, 1e9, 34)
+    assert (doc["machines"], doc["bandwidth_bps"], doc["candidates"]) == (4, 1e9, 41)
     assert doc["price_per_machine_hour"] is None and len(doc["ranked"]) == 3
     advice = advise(load_trace("cnn-b32"), 4, 1e9, confirm_top=1, sim_steps=20)
     for row, r in zip(doc["ranked"], advice.ranked, strict=False):
@@ -229,7 +256,7 @@ def test_cli_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> Non
         assert row["cost_per_million_examples"] is None
     assert doc["ranked"][0]["simulated_examples_per_s"]["ci_low"] is not None
     assert doc["ranked"][1]["simulated_examples_per_s"] is None
-    assert doc["simulated"] == [advice.simulated[0].label] and len(doc["saturation"]) == 13
+    assert doc["simulated"] == [advice.simulated[0].label] and len(doc["saturation"]) == 15
 
 
 @pytest.mark.parametrize(
@@ -287,3 +314,25 @@ def test_layouts_of_hosts_count_devices_and_use_the_host_closed_form() -> None:
         advise(trace, 16, B, devices_per_host=(1, 8))
     with pytest.raises(ConfigError, match=r"devices_per_host: .* lists a host size twice"):
         advise(trace, 16, B, devices_per_host=(8, 8), intra_bandwidth_bps=b_intra)
+
+
+def test_ddp_candidates_carry_the_bucket_limits_to_the_closed_form_and_the_simulator() -> None:
+    """A 1 MiB cap splits cnn into more buckets than the 25 MiB default: the analytic value of
+    each DDP candidate is the closed form of those buckets, and its simulator config has them."""
+    trace = load_trace("cnn-b32")
+    small = {"bucket_cap_bytes": 1 << 20, "first_bucket_bytes": 1 << 20}
+    step = ddp_worker_from_trace(trace, bucket_cap_bytes=1 << 20, first_bucket_bytes=1 << 20)
+    assert len(step.buckets) > len(ddp_worker_from_trace(trace).buckets)
+    ranked = advise(trace, 4, B, confirm_top=0, ddp=small).ranked
+    ddp_rows = [r for r in ranked if r.candidate.arch == "ddp"]
+    assert len(ddp_rows) == 4 + 3  # ring W=1..4, tree W=2..4
+    for r in ddp_rows:
+        c = r.candidate
+        expected = predict_ddp([step], [c.workers], B, collective=c.sharing).examples_per_s
+        assert r.analytic_examples_per_s == pytest.approx(expected, rel=1e-12), c.label
+        config = c.sim_config(B, steps=10, seed=1, ddp=small)
+        assert (config.arch, config.collective, config.bucket_cap_bytes) == (
+            "ddp",
+            c.sharing,
+            1 << 20,
+        )

@@ -15,6 +15,9 @@ Candidates
   ``hybrid``. The sharing assumption is not a setting one rents; it is how one expects the real
   network to behave, so each is ranked separately and one can see how much the answer depends on it.
 - ``allreduce``: W workers in a ring (W machines), Sync-SGD only (sharing ``allreduce``).
+- ``ddp``: PyTorch DDP on W workers (W machines), its buckets all-reduced by a ``ring`` or,
+  from two workers, NCCL's double binary ``tree`` (the candidate's ``sharing`` names the
+  collective); bucket limits and comm hook as given (``ddp``), else DDP's defaults.
 
 Which analytic prediction
 -------------------------
@@ -24,6 +27,8 @@ Which analytic prediction
   variant; the simulator, which replays the trace's real per-layer overlap, confirms the top.
 - PS Sync-SGD: Eq. 7 (``ps``), Eq. 8 (``fcfs``), Eq. 9 (``hybrid``); again not Eq. 10.
 - Ring AllReduce: Eq. 11.
+- DDP: the bucket-chain closed form (:mod:`simcore.analytic.ddp_model`), which sees the
+  buckets overlap the backward pass.
 
 The analytic ``hybrid`` is Eq. 5's pick (async) or Eq. 9's mean step time (sync); the simulator's
 ``hybrid`` averages the ``fcfs`` and ``ps`` throughputs (TPDS'22 3.2.1). They differ a little.
@@ -56,10 +61,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from simcore.analytic.async_model import predict_async
+from simcore.analytic.ddp_model import DdpWorker, ddp_worker_from_trace, predict_ddp
 from simcore.analytic.params import Cluster, WorkerType, host_worker_type, worker_type_from_trace
 from simcore.analytic.sync_model import predict_sync
 from simcore.errors import ConfigError
@@ -73,6 +80,8 @@ from simcore.sim import (
     Stopping,
     simulate_many,
 )
+from simcore.sim.buckets import DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES
+from simcore.sim.collectives import collective_names
 from simcore.sim.dag import assign_servers
 from simcore.trace.model import Trace
 
@@ -93,6 +102,7 @@ __all__ = [
 ]
 
 PS_SHARINGS = ("ps", "fcfs", "hybrid")
+DDP_COLLECTIVES = collective_names()  # ring, tree
 MAX_SERVERS = 2
 DEFAULT_SIM_STEPS = 200
 DEFAULT_SEED = 1
@@ -104,9 +114,10 @@ Progress = Callable[[int, int], None]
 class Candidate:
     """One data-parallel configuration.
 
-    ``arch`` is ``"ps"`` or ``"allreduce"``; ``mode`` ``"async"`` or ``"sync"`` (allreduce: sync);
-    ``sharing`` the link sharing assumption (``ps``/``fcfs``/``hybrid``; ``allreduce`` for the
-    ring); ``servers`` parameter servers (1 or 2; 1 for the ring, which has none).
+    ``arch`` is ``"ps"``, ``"allreduce"`` or ``"ddp"``; ``mode`` ``"async"`` or ``"sync"``
+    (allreduce, ddp: sync); ``sharing`` the link sharing assumption (``ps``/``fcfs``/``hybrid``;
+    ``allreduce`` for the ring; for DDP its collective, ``ring`` or ``tree``); ``servers``
+    parameter servers (1 or 2; 1 for the ring and DDP, which have none).
     """
 
     arch: str
@@ -130,6 +141,8 @@ class Candidate:
         hosts = f", hosts of {self.devices_per_host}" if self.devices_per_host > 1 else ""
         if self.arch == "allreduce":
             return f"ring AllReduce{hosts}"
+        if self.arch == "ddp":
+            return f"DDP, {self.sharing} AllReduce{hosts}"
         plural = "s" if self.servers > 1 else ""
         mode = self.mode.capitalize()  # PS Async / PS Sync, as advise's architecture column
         return f"PS {mode}, {self.sharing} links, {self.servers} server{plural}{hosts}"
@@ -148,10 +161,14 @@ class Candidate:
         intra_bandwidth_bps: float | None = None,
         flow_cap_bps: float | None = None,
         replications: int | None = None,
+        ddp: Mapping[str, Any] | None = None,
     ) -> SimulationConfig:
         """The simulator's configuration of this candidate; warm-up is a tenth of ``steps``;
-        ``replications`` None: the default for its mode (several seeds for Async-SGD)."""
+        ``replications`` None: the default for its mode (several seeds for Async-SGD);
+        ``ddp``: DDP's config fields (bucket limits, comm hook) for a DDP candidate."""
+        extra = {**(ddp or {}), "collective": self.sharing} if self.arch == "ddp" else {}
         return SimulationConfig(
+            **extra,
             replications=replications,
             devices_per_host=self.devices_per_host,
             intra_bandwidth_bps=intra_bandwidth_bps,
@@ -160,7 +177,7 @@ class Candidate:
             bandwidth_bps=bandwidth_bps,
             arch=self.arch,
             mode=self.mode,
-            sharing=None if self.arch == "allreduce" else self.sharing,
+            sharing=self.sharing if self.arch == "ps" else None,
             servers=self.servers,
             steps=steps,
             warmup_steps=steps // 10,
@@ -238,6 +255,11 @@ def enumerate_candidates(machines: int, devices_per_host: Sequence[int] = (1,)) 
             Candidate("allreduce", "sync", "allreduce", h, 1, g)
             for h in range(1, machines // g + 1)
         ]
+        out += [
+            Candidate("ddp", "sync", collective, h, 1, g)
+            for collective in DDP_COLLECTIVES
+            for h in range(1 if collective == "ring" else 2, machines // g + 1)
+        ]
         for servers in range(1, MAX_SERVERS + 1):
             for h in range(1, (machines - servers) // g + 1):
                 out.extend(
@@ -283,9 +305,25 @@ def analytic_examples_per_s(
     bandwidth_bps: float,
     share: float = 1.0,
     intra_bandwidth_bps: float | None = None,
+    ddp: DdpWorker | None = None,
+    latency_s: float = 0.0,
 ) -> float:
     """The analytic examples/s of ``candidate`` (see "Which analytic prediction"); a host of
-    several devices is one coarse worker (:func:`~simcore.analytic.params.host_worker_type`)."""
+    several devices is one coarse worker (:func:`~simcore.analytic.params.host_worker_type`).
+    A DDP candidate needs ``ddp``, the trace's DDP step (the closed form counts
+    ``latency_s`` per hop)."""
+    if candidate.arch == "ddp":
+        if ddp is None:
+            raise ConfigError("ddp: a DDP candidate needs the trace's DDP step (DdpWorker)")
+        return predict_ddp(
+            [ddp],
+            [candidate.workers],
+            bandwidth_bps,
+            latency_s=latency_s,
+            collective=candidate.sharing,
+            devices_per_host=candidate.devices_per_host,
+            intra_bandwidth_bps=intra_bandwidth_bps,
+        ).examples_per_s
     host = host_worker_type(worker, candidate.devices_per_host, intra_bandwidth_bps)
     eff = effective_worker(host, candidate.servers, share, bandwidth_bps)
     cluster = Cluster.homogeneous(eff, candidate.workers, bandwidth_bps)
@@ -391,6 +429,7 @@ def advise(
     replications: int | None = None,
     configure: Callable[[SimulationConfig], SimulationConfig] | None = None,
     precision: PrecisionRule | None = None,
+    ddp: Mapping[str, Any] | None = None,
 ) -> Advice:
     """Rank the data-parallel configurations of ``trace`` that fit in ``machines`` machines.
 
@@ -418,6 +457,9 @@ def advise(
         none of them.
     precision : the stopping rule (:mod:`simcore.sim.precision`) that sizes each confirming
         simulation instead of ``sim_steps``; None: ``sim_steps`` steps each.
+    ddp : the DDP candidates' bucket limits and comm hook, as SimulationConfig fields
+        (``bucket_cap_bytes``, ``first_bucket_bytes``, ``ddp_compression``,
+        ``bucket_copy_s_per_byte``, ``gradient_as_bucket_view``); None: DDP's defaults.
 
     Returns
     -------
@@ -446,8 +488,11 @@ def advise(
     _check_candidates(pool, machines, sizes)
     worker = worker_type_from_trace(trace)
     shares = {s: busiest_server_share(trace, s) for s in range(1, MAX_SERVERS + 1)}
+    ddp_step = _ddp_step(trace, ddp) if any(c.arch == "ddp" for c in pool) else None
     analytic = {
-        c: analytic_examples_per_s(c, worker, bandwidth_bps, shares[c.servers], intra_bandwidth_bps)
+        c: analytic_examples_per_s(
+            c, worker, bandwidth_bps, shares[c.servers], intra_bandwidth_bps, ddp_step, latency_s
+        )
         for c in pool
     }
     top = sorted(pool, key=lambda c: _order(c, analytic[c]))[:confirm_top]
@@ -460,6 +505,7 @@ def advise(
             intra_bandwidth_bps=intra_bandwidth_bps if c.devices_per_host > 1 else None,
             flow_cap_bps=flow_cap_bps,
             replications=replications,
+            ddp=ddp,
         )
         for c in top
     ]
@@ -478,6 +524,19 @@ def advise(
         bandwidth_bps=float(bandwidth_bps),
         price_per_machine_hour=price_per_machine_hour,
         interrupted=interrupted,
+    )
+
+
+def _ddp_step(trace: Trace, ddp: Mapping[str, Any] | None) -> DdpWorker:
+    """The trace's DDP step with ``ddp``'s bucket limits and hook (DDP's defaults otherwise)."""
+    fields = dict(ddp or {})
+    return ddp_worker_from_trace(
+        trace,
+        bucket_cap_bytes=fields.get("bucket_cap_bytes", DEFAULT_BUCKET_CAP_BYTES),
+        first_bucket_bytes=fields.get("first_bucket_bytes", DEFAULT_FIRST_BUCKET_BYTES),
+        copy_s_per_byte=fields.get("bucket_copy_s_per_byte", 0.0),
+        gradient_as_bucket_view=fields.get("gradient_as_bucket_view", False),
+        compression=fields.get("ddp_compression", "none"),
     )
 
 

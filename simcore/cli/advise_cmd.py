@@ -1,8 +1,9 @@
 """``sgdsim advise``: which data-parallel configuration to run on a budget of N machines.
 
-Ranks PS Async-SGD, PS Sync-SGD (1 or 2 parameter servers, each link sharing assumption) and ring
-AllReduce at every worker count that fits, by the analytic models, then simulates the best few
-(:mod:`simcore.analytic.advisor`). Prints a ranked table and each family's saturation point.
+Ranks PS Async-SGD, PS Sync-SGD (1 or 2 parameter servers, each link sharing assumption), ring
+AllReduce and PyTorch DDP (ring or tree) at every worker count that fits, by the analytic
+models, then simulates the best few (:mod:`simcore.analytic.advisor`). Prints a ranked table
+and each family's saturation point.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from simcore.analytic.advisor import (
     Ranked,
     advise,
 )
+from simcore.cli.ddp_options import add_ddp_options, ddp_fields
 from simcore.cli.guards import check_range, check_rates, fill_defaults, refuse_given
 from simcore.cli.host_options import check_intra_bandwidth_used
 from simcore.cli.link_options import (
@@ -61,9 +63,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "advise",
         help="rank data-parallel configurations for a machine budget",
-        description="Rank PS Async-/Sync-SGD (1 or 2 servers, each link sharing assumption) and "
-        "ring AllReduce at every worker count within --machines, by the analytic models; "
-        "simulate the best --confirm of them; print the ranking and saturation points.",
+        description="Rank PS Async-/Sync-SGD (1 or 2 servers, each link sharing assumption), "
+        "ring AllReduce and PyTorch DDP (ring or tree) at every worker count within --machines, "
+        "by the analytic models; simulate the best --confirm of them; print the ranking and "
+        "saturation points.",
     )
     p.add_argument("trace", metavar="TRACE", help="trace file or sample name")
     p.add_argument("--machines", type=int, required=True, help="machine budget N (servers count)")
@@ -97,6 +100,7 @@ def register(subparsers: Any) -> None:
         "--seed", type=int, help=f"root seed of the simulations (default {DEFAULT_SEED})"
     )
     add_replications_options(p, phases=False)
+    add_ddp_options(p, collective=False, title="the DDP candidates (ring and tree)")
     add_output_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
@@ -163,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         replications=args.replications,
         configure=lambda config: link.apply(config, strict=False),
         precision=rule,
+        ddp={k: v for k, v in ddp_fields(args, used=True).items() if k != "collective"},
     )
     check_rates((r.candidate.label, r.examples_per_s) for r in advice.ranked[: args.top])
     if args.json:
@@ -315,14 +320,14 @@ def advice_rows(shown: list[Ranked], priced: bool) -> list[list[str]]:
     rows = [header]
     for i, r in enumerate(shown):
         c = r.candidate
-        ring = c.arch == "allreduce"
         spread = (
             "-"
             if r.simulated_spread is None
             else " .. ".join(format_number(v) for v in r.simulated_spread)
         )
-        row = [str(i + 1), architecture_text(r), "-" if ring else str(c.servers)]
-        row += ["-" if ring else c.sharing, *([str(c.devices_per_host)] if hosts else [])]
+        row = [str(i + 1), architecture_text(r), str(c.servers) if c.arch == "ps" else "-"]
+        sharing = "-" if c.arch == "allreduce" else c.sharing  # DDP: its collective
+        row += [sharing, *([str(c.devices_per_host)] if hosts else [])]
         row += [str(c.workers), str(c.machines), format_number(r.examples_per_s), r.source]
         row += [format_number(r.analytic_examples_per_s), _sim_cell(r), spread]
         if priced:

@@ -48,8 +48,11 @@ def hook_names() -> tuple[str, ...]:
     return tuple(HOOKS)
 
 
-def add_ddp_options(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("PyTorch DDP (--arch ddp)")
+def add_ddp_options(
+    p: argparse.ArgumentParser, *, collective: bool = True, title: str = "PyTorch DDP (--arch ddp)"
+) -> None:
+    """The DDP options; ``collective=False`` where every collective is tried (advise)."""
+    group = p.add_argument_group(title)
     group.add_argument(
         "--bucket-cap",
         metavar="SIZE",
@@ -62,11 +65,12 @@ def add_ddp_options(p: argparse.ArgumentParser) -> None:
         help="the first bucket's limit (default: 1MiB with the default --bucket-cap, else "
         "--bucket-cap's, as torch 2.x's DDP does with an explicit bucket_cap_mb)",
     )
-    group.add_argument(
-        "--collective",
-        choices=collective_names(),
-        help="the AllReduce algorithm: ring, or NCCL's double binary tree (default ring)",
-    )
+    if collective:
+        group.add_argument(
+            "--collective",
+            choices=collective_names(),
+            help="the AllReduce algorithm: ring, or NCCL's double binary tree (default ring)",
+        )
     group.add_argument(
         "--comm-hook",
         choices=hook_names(),
@@ -106,7 +110,7 @@ def ddp_fields(
     fields: dict[str, Any] = {
         "bucket_cap_bytes": cap,
         "first_bucket_bytes": _size(args.first_bucket, "--first-bucket", first_default),
-        "collective": args.collective or "ring",
+        "collective": getattr(args, "collective", None) or "ring",
         "ddp_compression": HOOKS[args.comm_hook or "allreduce"],
         "gradient_as_bucket_view": bool(args.gradient_as_bucket_view),
     }

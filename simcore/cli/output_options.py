@@ -149,11 +149,16 @@ def analyze_csv(
     return [*header, "solver", *(["hybrid_links"] if hybrid else [])], out
 
 
-ARCHITECTURE_OF = {("ps", "async"): "PS Async", ("ps", "sync"): "PS Sync"}
+ARCHITECTURE_OF = {
+    ("ps", "async"): "PS Async",
+    ("ps", "sync"): "PS Sync",
+    ("ddp", "sync"): "DDP",
+}
 
 
 def architecture_text(r: Ranked) -> str:
-    """advise's architecture column: ``PS Async``, ``PS Sync`` or ``ring AllReduce``."""
+    """advise's architecture column: ``PS Async``, ``PS Sync``, ``ring AllReduce`` or ``DDP``
+    (its collective in the sharing column)."""
     c = r.candidate
     return ARCHITECTURE_OF.get((c.arch, c.mode), "ring AllReduce")
 
@@ -187,12 +192,11 @@ def advise_csv(
         spread = [None, None] if r.simulated_spread is None else list(r.simulated_spread)
         cost = [] if price is None else [r.cost_per_million_examples]
         c = r.candidate
-        ring = c.arch != "ps"
         lead: list[CsvCell] = [
             rank,
             architecture_text(r),
-            None if ring else c.servers,
-            None if ring else c.sharing,
+            c.servers if c.arch == "ps" else None,
+            None if c.arch == "allreduce" else c.sharing,  # DDP: its collective
             c.devices_per_host,
             c.workers,
             c.machines,
