@@ -317,11 +317,11 @@ def test_layouts_of_hosts_count_devices_and_use_the_host_closed_form() -> None:
 
 
 def test_ddp_candidates_carry_the_bucket_limits_to_the_closed_form_and_the_simulator() -> None:
-    """A 1 MiB cap splits cnn into more buckets than the 25 MiB default: the analytic value of
+    """A 256 KiB cap splits cnn into more buckets than the 25 MiB default: the analytic value of
     each DDP candidate is the closed form of those buckets, and its simulator config has them."""
     trace = load_trace("cnn-b32")
-    small = {"bucket_cap_bytes": 1 << 20, "first_bucket_bytes": 1 << 20}
-    step = ddp_worker_from_trace(trace, bucket_cap_bytes=1 << 20, first_bucket_bytes=1 << 20)
+    small = {"bucket_cap_bytes": 1 << 18, "first_bucket_bytes": 1 << 18}
+    step = ddp_worker_from_trace(trace, bucket_cap_bytes=1 << 18, first_bucket_bytes=1 << 18)
     assert len(step.buckets) > len(ddp_worker_from_trace(trace).buckets)
     ranked = advise(trace, 4, B, confirm_top=0, ddp=small).ranked
     ddp_rows = [r for r in ranked if r.candidate.arch == "ddp"]
@@ -334,5 +334,5 @@ def test_ddp_candidates_carry_the_bucket_limits_to_the_closed_form_and_the_simul
         assert (config.arch, config.collective, config.bucket_cap_bytes) == (
             "ddp",
             c.sharing,
-            1 << 20,
+            1 << 18,
         )
