@@ -25,17 +25,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from profilers.distributed.config import Architecture, Overlap, RunConfig
+from profilers.distributed.config import Architecture, CommHook, Overlap, RunConfig
 from profilers.distributed.export import save_run_chrome
 from profilers.distributed.launch import combine, run_rank_from_env
 from profilers.distributed.records import RunResult, save_run_json
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed
 from profilers.distributed.to_trace import run_to_trace
+from simcore.cli.ddp_options import parse_bucket_size
 from simcore.errors import ConfigError, SgdsimError
 from simcore.sim.occupancy import occupancy_text
 from simcore.trace.io import save_trace
-from simcore.units import parse_bandwidth
+from simcore.units import format_bytes, parse_bandwidth
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -47,7 +48,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--arch", choices=[a.value for a in Architecture], default="ps-async")
     parser.add_argument("--overlap", choices=[o.value for o in Overlap], default="layerwise")
     parser.add_argument("--workers", type=int, default=1, help="worker processes W")
-    parser.add_argument("--servers", type=int, help="parameter servers (default 1; allreduce 0)")
+    parser.add_argument(
+        "--servers", type=int, help="parameter servers (default 1; allreduce and ddp 0)"
+    )
+    ddp = parser.add_argument_group("DDP (--arch ddp)")
+    ddp.add_argument(
+        "--bucket-cap",
+        metavar="SIZE",
+        help="DDP's bucket_cap_mb as a size, e.g. 25MiB (default: torch's, 25 MiB)",
+    )
+    ddp.add_argument(
+        "--first-bucket",
+        metavar="SIZE",
+        help="the first bucket's limit (default: torch's, 1 MiB, or --bucket-cap if given)",
+    )
+    ddp.add_argument(
+        "--comm-hook",
+        choices=[h.value for h in CommHook],
+        default="allreduce",
+        help="allreduce (torch's default) or fp16 (fp16_compress_hook)",
+    )
+    ddp.add_argument("--gradient-as-bucket-view", action="store_true")
     parser.add_argument("--batch-size", type=int, default=32, help="examples per worker-step")
     parser.add_argument("--steps", type=int, default=20, help="steps per worker")
     parser.add_argument("--warmup", type=int, default=5, help="steps left out of summaries")
@@ -94,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout_s=args.timeout,
             threads=args.threads,
             device=args.device,
+            bucket_cap_mb=_mib(args.bucket_cap, "--bucket-cap"),
+            first_bucket_mb=_mib(args.first_bucket, "--first-bucket"),
+            comm_hook=CommHook(args.comm_hook),
+            gradient_as_bucket_view=args.gradient_as_bucket_view,
         )
         if args.worker_rate and not args.testbed:
             raise ConfigError("--worker-rate: needs --testbed (the emulated cluster)")
@@ -124,11 +149,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _mib(text: str | None, option: str) -> float | None:
+    """A size option in MiB, as DDP's bucket_cap_mb counts (None: not given)."""
+    return None if text is None else parse_bucket_size(text, option) / 2**20
+
+
 def print_run_summary(result: RunResult) -> None:
     """The run's throughput and, with several workers on parameter servers, how their transfers
     lined up on the servers' links (convoys or pipelining)."""
     config = result.config
     print(f"{result.examples_per_s:.2f} examples/s over {config.workers} worker(s)")
+    if result.buckets:
+        sizes = ", ".join(format_bytes(b.nbytes) for b in result.buckets)
+        print(f"DDP buckets after torch rebuilt them: {len(result.buckets)} ({sizes})")
     occupancy = result.link_occupancy()
     if occupancy is not None and config.workers > 1:
         # Async servers time each worker's update, which ends its push; a Sync-SGD server

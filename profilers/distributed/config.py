@@ -17,6 +17,7 @@ from simcore.errors import ConfigError, ProfilingError
 
 __all__ = [
     "Architecture",
+    "CommHook",
     "DistributedRunError",
     "ModelRef",
     "Overlap",
@@ -40,10 +41,20 @@ class Architecture(str, enum.Enum):
     PS_ASYNC = "ps-async"  # parameter server, each worker's gradients applied as they arrive
     PS_SYNC = "ps-sync"  # parameter server, gradients of all workers averaged per step
     ALLREDUCE = "allreduce"  # ring AllReduce of each layer's gradients, local SGD step
+    # torch.nn.parallel.DistributedDataParallel: gradients all-reduced in buckets as the
+    # backward pass fills them, then a local SGD step (profilers.distributed.ddp_worker)
+    DDP = "ddp"
 
     @property
     def uses_servers(self) -> bool:
-        return self is not Architecture.ALLREDUCE
+        return self not in (Architecture.ALLREDUCE, Architecture.DDP)
+
+
+class CommHook(str, enum.Enum):
+    """What a DDP bucket's communication does (torch's default hooks, timed)."""
+
+    ALLREDUCE = "allreduce"  # the bucket's float32 gradients, averaged
+    FP16 = "fp16"  # cast to float16 before the AllReduce and back after (fp16_compress_hook)
 
 
 class Overlap(str, enum.Enum):
@@ -78,6 +89,10 @@ class RunConfig:
         among the ranks on the machine, at least one: ``launch.default_threads``; torch's own
         default counts every core of the machine and oversubscribes co-located ranks).
     device : ``cpu`` or ``cuda``; on CUDA, worker w uses GPU ``w % device_count``.
+    bucket_cap_mb, first_bucket_mb : DDP's bucket limits in MiB (None: torch's defaults, 25 and
+        1; a cap given alone makes the first bucket as large, as torch does).
+    comm_hook : DDP's bucket communication, ``allreduce`` or ``fp16`` (a :class:`CommHook`).
+    gradient_as_bucket_view : DDP's option of that name (gradients alias the buckets).
     master_addr, master_port : rendezvous address (port 0: a free port is chosen when spawning).
     """
 
@@ -99,17 +114,24 @@ class RunConfig:
     device: str = "cpu"
     master_addr: str = "127.0.0.1"
     master_port: int = 0
+    bucket_cap_mb: float | None = None
+    first_bucket_mb: float | None = None
+    comm_hook: CommHook = CommHook.ALLREDUCE
+    gradient_as_bucket_view: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "architecture", _enum(Architecture, self.architecture, "arch"))
         object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, "overlap"))
+        object.__setattr__(self, "comm_hook", _enum(CommHook, self.comm_hook, "comm_hook"))
+        self._check_ddp()
         for name, minimum in (("workers", 1), ("batch_size", 1), ("steps", 1), ("warmup", 0)):
             _check_int(name, getattr(self, name), minimum)
         _check_int("servers", self.servers, 0)
         if self.architecture.uses_servers and self.servers < 1:
             raise ConfigError(f"servers: {self.architecture.value} needs at least 1, got 0")
         if not self.architecture.uses_servers and self.servers != 0:
-            raise ConfigError(f"servers: allreduce has no parameter servers; got {self.servers}")
+            arch = self.architecture.value
+            raise ConfigError(f"servers: {arch} has no parameter servers; got {self.servers}")
         if self.warmup >= self.steps:
             raise ConfigError(
                 f"warmup: must be below steps ({self.steps}) so that some steps are measured, "
@@ -129,6 +151,27 @@ class RunConfig:
             raise ConfigError(
                 f"lr > 0 and 0 <= momentum < 1 needed, got {self.lr}, {self.momentum}"
             )
+
+    def _check_ddp(self) -> None:
+        ddp = self.architecture is Architecture.DDP
+        given = [
+            name
+            for name, value, default in (
+                ("bucket_cap_mb", self.bucket_cap_mb, None),
+                ("first_bucket_mb", self.first_bucket_mb, None),
+                ("comm_hook", self.comm_hook, CommHook.ALLREDUCE),
+                ("gradient_as_bucket_view", self.gradient_as_bucket_view, False),
+            )
+            if value != default
+        ]
+        if given and not ddp:
+            raise ConfigError(f"{given[0]}: a DDP setting; arch is {self.architecture.value}")
+        for name in ("bucket_cap_mb", "first_bucket_mb"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value > 0):
+                raise ConfigError(f"{name}: must be > 0 MiB, got {value!r}")
+        if ddp and self.overlap is Overlap.STRICT:
+            raise ConfigError("overlap: DDP all-reduces buckets during the backward pass")
 
     @property
     def world_size(self) -> int:

@@ -23,7 +23,8 @@ import torch.distributed as dist
 
 from profilers.clocks import clock_for
 from profilers.distributed.config import Architecture, DistributedRunError, RunConfig
-from profilers.distributed.records import RunResult, Span, StepRecord, merge
+from profilers.distributed.ddp_worker import DdpWorkerLoop
+from profilers.distributed.records import DdpBucketRecord, RunResult, Span, StepRecord, merge
 from profilers.distributed.server import ServerLoop
 from profilers.distributed.task import ParamLayer, build_setup
 from profilers.distributed.worker import WorkerLoop
@@ -49,6 +50,7 @@ class RankOutput:
     spans: list[Span]
     steps: list[StepRecord]
     final_state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
+    buckets: tuple[DdpBucketRecord, ...] = ()  # DDP: the buckets it all-reduced
 
 
 def place_layers(layers: Sequence[ParamLayer], servers: int) -> dict[int, int]:
@@ -78,7 +80,7 @@ def _backend(config: RunConfig) -> str:
     # NCCL has no tags and no CPU tensors, so the parameter server always talks gloo (staging
     # through host memory); ring AllReduce on GPUs uses NCCL. The NCCL path is not tested here.
     gpu = config.device.startswith("cuda")
-    if gpu and config.architecture is Architecture.ALLREDUCE and dist.is_nccl_available():
+    if gpu and not config.architecture.uses_servers and dist.is_nccl_available():
         return "nccl"
     return "gloo"
 
@@ -132,12 +134,19 @@ def run_rank(
         ) from err
     try:
         state: dict[str, np.ndarray[Any, Any]] = {}
+        buckets: tuple[DdpBucketRecord, ...] = ()
         if role == "server":
             mine = [layer for layer in setup.param_layers if placement[layer.index] == index]
             server = ServerLoop(config, rank, mine)
             server.run(report)
             spans, steps = server.spans, []
             state = _state_of(mine)
+        elif config.architecture is Architecture.DDP:
+            ddp = DdpWorkerLoop(config, setup, rank, index, clock_for(device))
+            ddp.run(report)
+            spans, steps, buckets = ddp.spans, ddp.steps, ddp.buckets
+            if index == 0:
+                state = _state_of(setup.param_layers)
         else:
             worker = WorkerLoop(config, setup, rank, index, placement, clock_for(device))
             worker.run(report)
@@ -152,7 +161,7 @@ def run_rank(
     finally:
         dist.destroy_process_group()
     nbytes = {layer.name: layer.nbytes for layer in setup.param_layers}
-    return RankOutput(rank, role, setup.name, nbytes, spans, steps, state)
+    return RankOutput(rank, role, setup.name, nbytes, spans, steps, state, buckets)
 
 
 def _state_of(layers: Sequence[ParamLayer]) -> dict[str, np.ndarray[Any, Any]]:
@@ -190,4 +199,7 @@ def combine(config: RunConfig, outputs: Sequence[RankOutput]) -> RunResult:
     spans, steps = merge([(o.spans, o.steps) for o in outputs])
     state = {name: torch.from_numpy(a) for o in outputs for name, a in o.final_state.items()}
     first = outputs[0]
-    return RunResult(config, first.model_name, first.layer_nbytes, spans, steps, state)
+    buckets = next((o.buckets for o in sorted(outputs, key=lambda o: o.rank) if o.buckets), ())
+    return RunResult(
+        config, first.model_name, first.layer_nbytes, spans, steps, state, buckets=buckets
+    )

@@ -37,6 +37,7 @@ from simcore.sim.occupancy import (
 
 __all__ = [
     "RUN_SCHEMA",
+    "DdpBucketRecord",
     "RunResult",
     "SlowdownReport",
     "Span",
@@ -102,6 +103,17 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class DdpBucketRecord:
+    """One of the buckets a real DDP run all-reduced once torch had rebuilt them after the
+    first step: its index (launch order), its bytes and its parameters' qualified names in the
+    bucket's order."""
+
+    index: int
+    nbytes: int
+    params: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SlowdownReport:
     """Compute time per step in a W-worker run relative to a solo (W=1) run.
 
@@ -141,6 +153,8 @@ class RunResult:
     # The cores other processes used on average while the run ran (profilers.host_load); None:
     # not watched (a run by itself, or saved before 2026-11-29).
     other_cores: float | None = None
+    # DDP: the buckets the run all-reduced after torch rebuilt them (worker 0's); () otherwise.
+    buckets: tuple[DdpBucketRecord, ...] = ()
 
     # --- throughput ----------------------------------------------------------------------------
 
@@ -311,6 +325,7 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
     data = asdict(config)
     data["architecture"] = config.architecture.value
     data["overlap"] = config.overlap.value
+    data["comm_hook"] = config.comm_hook.value
     model = config.model
     data["model"] = model if isinstance(model, str) else getattr(model, "__qualname__", repr(model))
     return data
@@ -341,6 +356,8 @@ def run_to_dict(result: RunResult) -> dict[str, Any]:
         doc["link_occupancy"] = occupancy_to_dict(result.occupancy_summary)
     if result.other_cores is not None:
         doc["other_cores"] = result.other_cores
+    if result.buckets:
+        doc["buckets"] = [asdict(b) for b in result.buckets]
     return doc
 
 
@@ -398,6 +415,11 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         other_cores = (
             None if raw_other is None else _non_negative(raw_other, "a number of cores >= 0")
         )
+        where = "buckets"
+        buckets = tuple(
+            DdpBucketRecord(int(b["index"]), int(b["nbytes"]), tuple(str(p) for p in b["params"]))
+            for b in data.get("buckets", ())
+        )
     except KeyError as err:
         raise ConfigError(f"{source}: {where}: missing field {err}") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as err:
@@ -411,6 +433,7 @@ def run_from_dict(data: Any, source: str = "<memory>") -> RunResult:
         compute_summary=summary,
         occupancy_summary=occupancy,
         other_cores=other_cores,
+        buckets=buckets,
     )
 
 

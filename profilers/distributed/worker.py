@@ -42,7 +42,7 @@ from profilers.layer_profiler import (
     hook_backward,
 )
 
-__all__ = ["BATCH_POOL", "WorkerLoop", "batch_index"]
+__all__ = ["BATCH_POOL", "WorkerLoop", "batch_index", "record_compute_spans"]
 
 # Batches are made before the run, outside the timed steps, and reused: step n uses batch
 # n % BATCH_POOL. Making a 32x3x224x224 batch takes tens of ms, which would otherwise be counted
@@ -181,7 +181,9 @@ class WorkerLoop:
         end = time.perf_counter()
         cpu_s = time.process_time() - cpu0
         self.state = None
-        self._record_compute(step, t0, marks, state.send_call_s)
+        record_compute_spans(
+            self.spans, self.rank, self.worker, step, t0, self.clock, marks, state.send_call_s
+        )
         self.steps.append(StepRecord(self.worker, step, t0, end, loss, cpu_s))
 
     def _post_pulls(self, state: _StepState) -> None:
@@ -288,31 +290,35 @@ class WorkerLoop:
             Span(self.rank, self.worker, step, layer.name, "update", start, end - start)
         )
 
-    def _record_compute(
-        self, step: int, t0: float, marks: StepMarks, send_call_s: dict[str, float]
-    ) -> None:
-        """Turn the step's clock marks into forward and backward spans (perf_counter seconds).
 
-        A layer's backward excludes ``send_call_s[layer]``, the time its gradient hook spent
-        issuing the push (layerwise overlap), which its autograd node's timing includes.
-        """
-        clock = self.clock
-        clock.finish()
-        # On CPU marks are perf_counter values; on CUDA they are events, placed relative to t0.
-        origin = marks.start
+def record_compute_spans(
+    spans: list[Span],
+    rank: int,
+    worker: int,
+    step: int,
+    t0: float,
+    clock: Clock,
+    marks: StepMarks,
+    send_call_s: dict[str, float],
+) -> None:
+    """Turn a step's clock marks into forward and backward spans (perf_counter seconds),
+    appended to ``spans``; ``t0`` is when the step started.
 
-        def at(mark: Any) -> float:
-            return t0 + clock.seconds(origin, mark) if not isinstance(mark, float) else mark
+    A layer's backward excludes ``send_call_s[layer]``, the time its gradient hook spent
+    issuing the push (layerwise overlap), which its autograd node's timing includes.
+    """
+    clock.finish()
+    # On CPU marks are perf_counter values; on CUDA they are events, placed relative to t0.
+    origin = marks.start
 
-        for name, (a, b) in marks.forward.items():
-            self.spans.append(
-                Span(self.rank, self.worker, step, name, "forward", at(a), clock.seconds(a, b))
-            )
-        for name, pairs in marks.backward.items():
-            if pairs:
-                start = min(at(a) for a, _ in pairs)
-                total = sum(clock.seconds(a, b) for a, b in pairs)
-                total = max(total - send_call_s.get(name, 0.0), 0.0)
-                self.spans.append(
-                    Span(self.rank, self.worker, step, name, "backward", start, total)
-                )
+    def at(mark: Any) -> float:
+        return t0 + clock.seconds(origin, mark) if not isinstance(mark, float) else mark
+
+    for name, (a, b) in marks.forward.items():
+        spans.append(Span(rank, worker, step, name, "forward", at(a), clock.seconds(a, b)))
+    for name, pairs in marks.backward.items():
+        if pairs:
+            start = min(at(a) for a, _ in pairs)
+            total = sum(clock.seconds(a, b) for a, b in pairs)
+            total = max(total - send_call_s.get(name, 0.0), 0.0)
+            spans.append(Span(rank, worker, step, name, "backward", start, total))

@@ -30,6 +30,7 @@ __all__ = [
     "ddp_fields",
     "ddp_text",
     "hook_names",
+    "parse_bucket_size",
 ]
 
 DDP_DESTS = (
@@ -149,8 +150,11 @@ def ddp_text(config: SimulationConfig, trace: Trace) -> str:
 
 
 def _size(text: str | None, option: str, default: int) -> int:
-    if text is None:
-        return default
+    return default if text is None else parse_bucket_size(text, option)
+
+
+def parse_bucket_size(text: str, option: str) -> int:
+    """A bucket limit in bytes; a plain number is MiB, as torch's ``bucket_cap_mb``."""
     try:
         return parse_size(text, name=option, default_unit="MiB")
     except ConfigError as err:
