@@ -32,8 +32,8 @@ from profilers.distributed.records import RunResult, save_run_json
 from profilers.distributed.spawn import run_distributed
 from profilers.distributed.testbed import Testbed
 from profilers.distributed.to_trace import run_to_trace
-from simcore.cli.ddp_options import parse_bucket_size
 from simcore.errors import ConfigError, SgdsimError
+from simcore.sim.buckets import parse_bucket_size
 from simcore.sim.occupancy import occupancy_text
 from simcore.trace.io import save_trace
 from simcore.units import format_bytes, parse_bandwidth

@@ -16,12 +16,13 @@ from simcore.errors import ConfigError
 from simcore.sim.buckets import (
     DEFAULT_BUCKET_CAP_BYTES,
     DEFAULT_FIRST_BUCKET_BYTES,
+    parse_bucket_size,
     trace_buckets,
 )
 from simcore.sim.collectives import collective_names
 from simcore.sim.config import SimulationConfig
 from simcore.trace.model import Trace
-from simcore.units import format_bytes, parse_size, parse_time_per_size
+from simcore.units import format_bytes, parse_time_per_size
 
 __all__ = [
     "DDP_DESTS",
@@ -30,7 +31,6 @@ __all__ = [
     "ddp_fields",
     "ddp_text",
     "hook_names",
-    "parse_bucket_size",
 ]
 
 DDP_DESTS = (
@@ -151,19 +151,6 @@ def ddp_text(config: SimulationConfig, trace: Trace) -> str:
 
 def _size(text: str | None, option: str, default: int) -> int:
     return default if text is None else parse_bucket_size(text, option)
-
-
-def parse_bucket_size(text: str, option: str) -> int:
-    """A bucket limit in bytes; a plain number is MiB, as torch's ``bucket_cap_mb``."""
-    try:
-        return parse_size(text, name=option, default_unit="MiB")
-    except ConfigError as err:
-        if "is not a size" not in str(err):
-            raise
-        raise ConfigError(
-            f"{option}: {text!r} is not a size; give e.g. 25MiB, 512KiB or 25 (a plain number "
-            "is MiB, as torch's bucket_cap_mb)"
-        ) from None
 
 
 def bucket_cap_note(args: argparse.Namespace, fields: dict[str, Any], traces: list[Trace]) -> str:

@@ -34,6 +34,7 @@ from functools import cached_property
 
 from simcore.errors import ConfigError
 from simcore.trace.model import Layer, OpKind, Resource, Trace
+from simcore.units import parse_size
 
 MIB = 1 << 20
 DEFAULT_BUCKET_CAP_BYTES = 25 * MIB  # torch's bucket_cap_mb=25 (MiB)
@@ -158,3 +159,16 @@ def trace_buckets(
             f"{trace.metadata.model_name}) has no layer with parameters"
         )
     return assign_buckets(gradients, bucket_cap_bytes, first_bucket_bytes)
+
+
+def parse_bucket_size(text: str, option: str) -> int:
+    """A bucket limit in bytes; a plain number is MiB, as torch's ``bucket_cap_mb``."""
+    try:
+        return parse_size(text, name=option, default_unit="MiB")
+    except ConfigError as err:
+        if "is not a size" not in str(err):
+            raise
+        raise ConfigError(
+            f"{option}: {text!r} is not a size; give e.g. 25MiB, 512KiB or 25 (a plain number "
+            "is MiB, as torch's bucket_cap_mb)"
+        ) from None
