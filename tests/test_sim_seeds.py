@@ -90,13 +90,13 @@ def test_timeline_and_advise_name_a_lock_step_point(
     """The note simulate prints, from the two commands without --phases, which send the
     user to simulate's: timeline's seeds, and each confirmed Async-SGD row of advise whose
     every seed ran in lock-step (PS and hybrid sharing of cnn at 200 Mbit/s), not its FCFS
-    row (pipelined) nor its rings."""
+    row (pipelined) nor its rings; 11 confirmed, as DDP's five rows rank among them."""
     figure = tmp_path / "t.png"
     args = ["cnn-b32", "--bandwidth", "200Mbps", "--steps", "40"]
     assert main(["timeline", *args, "--workers", "2", "-o", str(figure)]) == 0
     err = capsys.readouterr().err
     assert "note: every seed ran in lock-step" in err and "(sgdsim simulate --phases;" in err
-    assert main(["advise", *args, "--machines", "3", "--confirm", "6", "--json"]) == 0
+    assert main(["advise", *args, "--machines", "3", "--confirm", "11", "--json"]) == 0
     captured = capsys.readouterr()
     ranked = {(p["label"], p["source"]) for p in json.loads(captured.out)["points"]}
     notes = [line for line in captured.err.splitlines() if "ran in lock-step" in line]
