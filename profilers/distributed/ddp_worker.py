@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -35,13 +34,15 @@ from profilers.clocks import Clock
 from profilers.distributed.config import CommHook, RunConfig
 from profilers.distributed.records import DdpBucketRecord, Span, StepRecord
 from profilers.distributed.task import ModelSetup, synthetic_batch
-from profilers.distributed.worker import BATCH_POOL, batch_index, record_compute_spans
+from profilers.distributed.worker import (
+    BATCH_POOL,
+    batch_index,
+    record_compute_spans,
+    timed_loss_and_backward,
+)
 from profilers.layer_profiler import (
-    LOSS_LAYER,
     StepMarks,
     TimedInterpreter,
-    attribute_grad_fns,
-    hook_backward,
 )
 
 __all__ = ["DdpWorkerLoop", "ddp_module"]
@@ -174,19 +175,10 @@ class DdpWorkerLoop:
         self.forward.interpreter = interpreter
         marks.start = clock.mark()
         output = self.ddp(inputs)
-        loss_start = clock.mark()
-        loss = F.cross_entropy(output, labels)
-        marks.forward[LOSS_LAYER] = (loss_start, clock.mark())
-        order = [layer.name for layer in setup.layers]
-        roots = {**interpreter.roots, LOSS_LAYER: [loss.grad_fn]}
-        handles = hook_backward(attribute_grad_fns(order, roots), clock, marks)
         self.forward.interpreter = None
-        del output, interpreter, roots
-        try:
-            torch.autograd.backward(loss)  # returns once DDP has every bucket reduced
-        finally:
-            for handle in handles:
-                handle.remove()
+        # backward returns once DDP has every bucket reduced
+        loss = timed_loss_and_backward(setup, clock, marks, interpreter, output, labels)
+        del output, interpreter
         for layer in reversed(setup.param_layers):  # the order DDP's gradients came in
             start = time.perf_counter()
             self.optimizers[layer.index].step()
@@ -204,4 +196,4 @@ class DdpWorkerLoop:
         end = time.perf_counter()
         cpu_s = time.process_time() - cpu0
         record_compute_spans(self.spans, self.rank, self.worker, step, t0, clock, marks, {})
-        self.steps.append(StepRecord(self.worker, step, t0, end, float(loss.detach()), cpu_s))
+        self.steps.append(StepRecord(self.worker, step, t0, end, loss, cpu_s))

@@ -42,7 +42,13 @@ from profilers.layer_profiler import (
     hook_backward,
 )
 
-__all__ = ["BATCH_POOL", "WorkerLoop", "batch_index", "record_compute_spans"]
+__all__ = [
+    "BATCH_POOL",
+    "WorkerLoop",
+    "batch_index",
+    "record_compute_spans",
+    "timed_loss_and_backward",
+]
 
 # Batches are made before the run, outside the timed steps, and reused: step n uses batch
 # n % BATCH_POOL. Making a 32x3x224x224 batch takes tens of ms, which would otherwise be counted
@@ -222,19 +228,7 @@ class WorkerLoop:
         interpreter = _GatedInterpreter(setup.gm, clock, marks, self._before_node)
         marks.start = clock.mark()
         output = interpreter.run(inputs)
-        loss_start = clock.mark()
-        loss = F.cross_entropy(output, labels)
-        marks.forward[LOSS_LAYER] = (loss_start, clock.mark())
-        order = [layer.name for layer in setup.layers]
-        roots = {**interpreter.roots, LOSS_LAYER: [loss.grad_fn]}
-        handles = hook_backward(attribute_grad_fns(order, roots), clock, marks)
-        del output, interpreter, roots
-        try:
-            torch.autograd.backward(loss)
-        finally:
-            for handle in handles:
-                handle.remove()
-        return marks, float(loss.detach())
+        return marks, timed_loss_and_backward(setup, clock, marks, interpreter, output, labels)
 
     def _grad_ready(self, layer: ParamLayer) -> None:
         """Autograd hook: one parameter of ``layer`` has its gradient; send when all have."""
@@ -322,3 +316,28 @@ def record_compute_spans(
             total = sum(clock.seconds(a, b) for a, b in pairs)
             total = max(total - send_call_s.get(name, 0.0), 0.0)
             spans.append(Span(rank, worker, step, name, "backward", start, total))
+
+
+def timed_loss_and_backward(
+    setup: ModelSetup,
+    clock: Clock,
+    marks: StepMarks,
+    interpreter: TimedInterpreter,
+    output: torch.Tensor,
+    labels: torch.Tensor,
+) -> float:
+    """After ``interpreter`` ran the forward pass into ``output``: the loss, timed as the loss
+    layer's forward, then the backward pass timed per layer into ``marks``; the loss."""
+    loss_start = clock.mark()
+    loss = F.cross_entropy(output, labels)
+    marks.forward[LOSS_LAYER] = (loss_start, clock.mark())
+    order = [layer.name for layer in setup.layers]
+    roots = {**interpreter.roots, LOSS_LAYER: [loss.grad_fn]}
+    handles = hook_backward(attribute_grad_fns(order, roots), clock, marks)
+    del output, roots
+    try:
+        torch.autograd.backward(loss)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return float(loss.detach())
