@@ -68,7 +68,7 @@ from profilers.distributed.validation import (
     simulate_argv,
 )
 from simcore.cli.validate_cmd import (
-    ARCHITECTURES,
+    ARCH_CHOICES,
     add_run_options,
     validate_keeping_runs,
     validate_with,
@@ -97,7 +97,7 @@ LINK_OPTIONS = (
     "duplex_interference",
 )
 RUNS_FILE = f"{NAME}-runs.json.gz"  # every run's timestamps: --from-runs assesses them again
-TIMELINE_FILES = {arch: f"{NAME}-timeline-{arch}.png" for arch in ARCHITECTURES}
+TIMELINE_FILES = {arch: f"{NAME}-timeline-{arch}.png" for arch in ARCH_CHOICES}
 SHOWN_STEPS = 2  # steps of each timeline figure
 
 
@@ -107,7 +107,7 @@ def plot(report: ValidationReport, out: ScenarioOutput) -> None:
     fig, axes = new_figure(1, len(tables), size=(4.2 * len(tables), 4.0))
     axes = list(axes) if len(tables) > 1 else [axes]
     for ax, table in zip(axes, tables, strict=True):
-        points = [p for p in report.points if p.architecture == table.title]
+        points = [p for p in report.points if p.name == table.title]
         w = [p.workers for p in points]
         low = [p.measured_mean - min(p.measured) for p in points]
         high = [max(p.measured) - p.measured_mean for p in points]
@@ -148,13 +148,15 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
     if measured is None or predictor is None:
         return
     largest = measured.largest_points()
-    predicted = {(p.architecture, p.workers): p.simulated for p in report.points}
-    for arch, point in largest.items():
+    predicted = {(p.name, p.workers): p.simulated for p in report.points}
+    for arch, point in largest.items():  # DDP: the first bucket setting's (one file each)
         run = next((r for r in point.runs if r.spans), None)
         if run is None:  # a compacted file keeps the spans of the most workers' first run only
             continue
         first = run.config.warmup + (run.config.steps - run.config.warmup - SHOWN_STEPS) // 2
-        result = predictor.simulation(arch, point.workers, timeline=True)
+        result = predictor.for_point(arch, point.runs).simulation(
+            arch, point.workers, timeline=True
+        )
         sim_config = result.config
         sim_first = sim_config.warmup_steps + (sim_config.steps - sim_config.warmup_steps) // 2
         plot_measured_vs_simulated(
@@ -164,9 +166,9 @@ def plot_timelines(report: ValidationReport, out: ScenarioOutput) -> None:
             measured_steps=(first, first + SHOWN_STEPS - 1),
             simulated_steps=(sim_first, sim_first + SHOWN_STEPS - 1),
             trace=predictor.replayed_trace(arch),
-            title=f"{report.model_name}, {arch.value}, W = {point.workers}: a measured run "
+            title=f"{report.model_name}, {point.name}, W = {point.workers}: a measured run "
             f"({run.examples_per_s:.1f} examples/s) and the simulator "
-            f"({predicted[arch.value, point.workers]:.1f}, mean of its replications)",
+            f"({predicted[point.name, point.workers]:.1f}, mean of its replications)",
             overwrite=out.force,
         )
 
@@ -188,8 +190,8 @@ def simulate_commands(
         "network_file": str(out.folder / NETWORK_FILE),
     }
     lines = ["the same predictions from the files written, with `sgdsim simulate`:"]
-    for arch, point in measured.largest_points().items():
-        argv = simulate_argv(report, arch, point.workers, **files)
+    for point in measured.largest_named_points().values():
+        argv = simulate_argv(report, point.architecture, point.workers, runs=point.runs, **files)
         lines.append("  " + " ".join(argv))
     return "\n".join(lines)
 

@@ -96,9 +96,7 @@ def test_the_real_reducer_buckets_as_the_simulator_does(
     )
     real = run_distributed(config).buckets
     trace = profile_model(model, batch_size=4, steps=1, warmup=0)
-    cap = int((cap_mb or 25) * MIB)
-    first = int(first_mb * MIB) if first_mb else (cap if cap_mb else MIB)
-    rule = trace_buckets(trace, cap, first)
+    rule = trace_buckets(trace, *config.bucket_limits_bytes())
     assert [(b.nbytes, b.params) for b in real] == [
         (b.nbytes, tuple(t.name for t in b.tensors)) for b in rule
     ]

@@ -69,15 +69,24 @@ __all__ = [
 
 RUNS_SUFFIXES = (".json.gz", ".json")
 SHIPPED_PACKAGE = "simcore.data.validation"  # one folder of saved runs per shipped campaign
-ARCH_LABELS = {"ps-async": "PS async", "ps-sync": "PS sync", "allreduce": "ring AllReduce"}
+ARCH_LABELS = {
+    "ps-async": "PS async",
+    "ps-sync": "PS sync",
+    "allreduce": "ring AllReduce",
+    "ddp": "DDP",
+}
 
 Progress = Callable[[str], None]
 
 
 def architecture_label(architecture: str, overlap: str) -> str:
     """``ps-sync`` with ``strict`` -> ``PS sync, strict``: the campaign's architectures are the
-    runner's architectures with their overlap mode (strict phases or per-layer overlap)."""
-    return f"{ARCH_LABELS.get(architecture, architecture)}, {overlap}"
+    runner's architectures with their overlap mode (strict phases or per-layer overlap); a DDP
+    point's name carries its buckets (``ddp 1 MiB`` -> ``DDP 1 MiB, layerwise``), each bucket
+    setting an architecture of its own."""
+    arch, _, buckets = architecture.partition(" ")
+    label = ARCH_LABELS.get(arch, arch)
+    return f"{label} {buckets}, {overlap}" if buckets else f"{label}, {overlap}"
 
 
 def campaign_files(paths: Iterable[str]) -> list[tuple[str, Path]]:
@@ -214,9 +223,7 @@ def repeated_configurations(measured: Sequence[Measurements]) -> list[set[int]]:
     """For each of ``measured``'s validations, the indices of the others that measured one of
     its configurations too (:func:`configuration_key`): a validation with an empty set has
     nothing to compare with."""
-    keys = [
-        {configuration_key(m, p.architecture.value, p.workers) for p in m.points} for m in measured
-    ]
+    keys = [{configuration_key(m, p.name, p.workers) for p in m.points} for m in measured]
     return [
         {j for j, other in enumerate(keys) if j != i and mine & other}
         for i, mine in enumerate(keys)
@@ -234,7 +241,7 @@ def repeated_points(report: CampaignReport) -> list[RepeatedPoint]:
         if r.measurements is None:
             continue  # nothing says how its points were measured
         for p in r.points:
-            key = configuration_key(r.measurements, p.architecture, p.workers)
+            key = configuration_key(r.measurements, p.name, p.workers)
             seen.setdefault(key, []).append((source, r, p))
     pairs: list[RepeatedPoint] = []
     for found in seen.values():
@@ -687,7 +694,7 @@ def point_label(report: ValidationReport, point: ValidationPoint) -> str:
     """``point``'s architecture with its validation's overlap mode (:func:`architecture_label`)."""
     measured = report.measurements
     overlap = measured.base.overlap.value if measured is not None else "layerwise"
-    return architecture_label(point.architecture, overlap)
+    return architecture_label(point.name, overlap)
 
 
 def _key(label: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.errors import ConfigError, ProfilingError
+from simcore.sim.buckets import DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES, MIB
 
 __all__ = [
     "Architecture",
@@ -173,6 +174,21 @@ class RunConfig:
         if ddp and self.overlap is Overlap.STRICT:
             raise ConfigError("overlap: DDP all-reduces buckets during the backward pass")
 
+    def bucket_limits_bytes(self) -> tuple[int, int]:
+        """DDP's bucket cap and first bucket's limit in bytes as torch applies the options:
+        25 MiB and 1 MiB by default, a cap given alone for the first bucket too, a first bucket
+        given of its own (:func:`profilers.distributed.ddp_worker.ddp_module`)."""
+        cap = int(self.bucket_cap_mb * MIB) if self.bucket_cap_mb else DEFAULT_BUCKET_CAP_BYTES
+        if self.first_bucket_mb is not None:
+            return cap, int(self.first_bucket_mb * MIB)
+        return cap, cap if self.bucket_cap_mb is not None else DEFAULT_FIRST_BUCKET_BYTES
+
+    def buckets_text(self) -> str:
+        """``25 MiB (1 MiB first)``, ``1 MiB``: DDP's bucket limits as torch applies them."""
+        cap, first = self.bucket_limits_bytes()
+        text = _binary_size(cap)
+        return text if first == cap else f"{text} ({_binary_size(first)} first)"
+
     @property
     def world_size(self) -> int:
         """Ranks in all: servers, then workers."""
@@ -199,6 +215,14 @@ def _enum(cls: Any, value: Any, option: str) -> Any:
     except ValueError:
         choices = ", ".join(m.value for m in cls)
         raise ConfigError(f"{option}: {value!r} is not one of {choices}") from None
+
+
+def _binary_size(nbytes: int) -> str:
+    """``25 MiB``, ``512 KiB``, ``100 B``: a bucket limit in the unit torch's options count."""
+    for unit, size in (("MiB", MIB), ("KiB", 1024)):
+        if nbytes >= size:
+            return f"{nbytes / size:g} {unit}"
+    return f"{nbytes} B"
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

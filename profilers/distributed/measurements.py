@@ -94,6 +94,14 @@ class MeasuredPoint:
     workers: int
     runs: tuple[RunResult, ...]
 
+    @property
+    def name(self) -> str:
+        """``ddp 1 MiB``, ``ps-async``: the architecture and, for DDP, the runs' buckets (two
+        DDP points of one W differ by them)."""
+        if self.architecture is Architecture.DDP and self.runs:
+            return f"ddp {self.runs[0].config.buckets_text()}"
+        return self.architecture.value
+
 
 @dataclass(frozen=True)
 class Measurements:
@@ -154,6 +162,15 @@ class Measurements:
     def alone_runs(self) -> tuple[RunResult, ...]:
         """Every run of the computation alone the profile pools, ``alone`` first."""
         return (self.alone, *self.alone_more)
+
+    def largest_named_points(self) -> dict[str, MeasuredPoint]:
+        """Each named point's (:attr:`MeasuredPoint.name`: DDP with each bucket setting) with
+        the most workers, in the order first measured."""
+        largest: dict[str, MeasuredPoint] = {}
+        for point in self.points:
+            if point.workers >= largest.get(point.name, point).workers:
+                largest[point.name] = point
+        return largest
 
     def largest_points(self) -> dict[Architecture, MeasuredPoint]:
         """Each architecture's point with the most workers, in the order first measured."""
@@ -218,7 +235,7 @@ def held_text(measured: Measurements) -> str:
     """``cnn-b32: ps-async W=1/2, allreduce W=1/2``: the model and points ``measured`` holds."""
     held: dict[str, list[str]] = {}
     for p in measured.points:
-        held.setdefault(p.architecture.value, []).append(str(p.workers))
+        held.setdefault(p.name, []).append(str(p.workers))
     points = ", ".join(f"{arch} W={'/'.join(workers)}" for arch, workers in held.items())
     return f"{measured.base.model}-b{measured.base.batch_size}: {points or 'no points'}"
 

@@ -108,6 +108,7 @@ from profilers.netns import tbf_burst_nbytes, tbf_segments_gso
 from profilers.netns_cluster import BURST_S
 from profilers.warm_sharing import measure_warm_sharing, warm_sharing_text
 from simcore.analytic.advisor import Candidate, analytic_examples_per_s
+from simcore.analytic.ddp_model import ddp_worker_from_trace
 from simcore.analytic.params import worker_type_from_trace
 from simcore.errors import ConfigError
 from simcore.link_settings import (
@@ -138,6 +139,7 @@ from simcore.sim.arrivals import (
     timeline_computations,
     timeline_pull_ends,
 )
+from simcore.sim.buckets import DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES
 from simcore.sim.occupancy import (
     LinkOccupancy,
     pooled_occupancy,
@@ -197,7 +199,10 @@ _SIM_SHAPE = {  # architecture -> (simulator arch, mode)
     Architecture.PS_ASYNC: ("ps", "async"),
     Architecture.PS_SYNC: ("ps", "sync"),
     Architecture.ALLREDUCE: ("allreduce", "sync"),
+    Architecture.DDP: ("ddp", "sync"),
 }
+# DDP's buckets a validation runs by default: torch's defaults (25 MiB, a 1 MiB first bucket).
+DDP_BUCKET_CAPS: tuple[float | None, ...] = (None,)
 
 Progress = Callable[[str], None]
 
@@ -257,6 +262,14 @@ class ValidationPoint:
     # whose workers line up differently from one seed to the next); empty where the prediction
     # is one run (its batch means give its interval).
     simulated_seeds: tuple[float, ...] = ()
+    # DDP: the runs' bucket limits as torch applied them (RunConfig.buckets_text: "25 MiB
+    # (1 MiB first)", "1 MiB"), which tell two DDP points of one W apart; "" otherwise.
+    buckets: str = ""
+
+    @property
+    def name(self) -> str:
+        """``ddp 1 MiB``, ``ps-async``: the architecture and, for DDP, its buckets."""
+        return f"{self.architecture} {self.buckets}" if self.buckets else self.architecture
 
     @property
     def measured_mean(self) -> float:
@@ -403,6 +416,8 @@ def measure(
     profile_runs: int = PROFILE_RUNS,
     progress: Progress | None = None,
     checkpoint: Callable[[Measurements], None] | None = None,
+    bucket_caps_mb: Sequence[float | None] = DDP_BUCKET_CAPS,
+    first_bucket_mb: float | None = None,
 ) -> Measurements:
     """The real part of a validation: the link (on the testbed), the solo profile, the
     computation alone and ``repetitions`` runs of every point.
@@ -412,7 +427,7 @@ def measure(
     model : built-in name or ``package.module:factory``.
     batch_size : examples per worker and step.
     workers_max : largest W.
-    architectures : any of ``ps-async``, ``ps-sync``, ``allreduce``.
+    architectures : any of ``ps-async``, ``ps-sync``, ``allreduce``, ``ddp``.
     repetitions : real runs per point, taken in rounds of one run of every point.
     steps, warmup : steps per worker in every real run, and those left out.
     overlap : ``layerwise`` or ``strict``, for the runs and the predictions alike.
@@ -430,6 +445,10 @@ def measure(
     checkpoint : called with what has been measured so far once the link and the first
         one-worker runs are done and after every run of a point, so that a run failing late
         loses nothing measured before it.
+    bucket_caps_mb : DDP's bucket caps in MiB, each a point of its own at every W (None:
+        torch's default, 25 MiB with a 1 MiB first bucket; a cap given alone makes the first
+        bucket as large, as torch does).
+    first_bucket_mb : DDP's first bucket in MiB for every cap (None: as torch decides).
 
     Raises
     ------
@@ -500,7 +519,7 @@ def measure(
         profile_pair()
     solo, alone = solos[0], alones[0]
     rings: list[MeasuredRing] = []
-    if link_rate_bps is not None and Architecture.ALLREDUCE in archs and workers_max >= 2:
+    if link_rate_bps is not None and workers_max >= 2 and not all(a.uses_servers for a in archs):
         # The ring alone for every W the points run: the ring of two gives the cost per
         # message, each W the rate its bytes move at (a ring of four at 500 Mbit/s moved them
         # at two thirds of a ring of two's; Measurements.rings).
@@ -560,33 +579,32 @@ def measure(
     # point's runs taken together share one state of the host and its mean misses the others,
     # as a profile taken only at the start does. Spread over the validation, the points and
     # the profile sample the host alike.
-    plan = [(arch, workers) for arch in archs for workers in range(1, workers_max + 1)]
-    runs: dict[tuple[Architecture, int], list[RunResult]] = {key: [] for key in plan}
+    configs = [
+        _run_config(base, arch, workers, cap, first_bucket_mb)
+        for arch in archs
+        for cap in (bucket_caps_mb if arch is Architecture.DDP else (None,))
+        for workers in range(1, workers_max + 1)
+    ]
+    plan = [(c.architecture, c.workers, _point_name(c)) for c in configs]
+    runs: dict[tuple[Architecture, int, str], list[RunResult]] = {key: [] for key in plan}
     for round_index in range(repetitions):
         for _ in range(before_round.count(round_index)):
             profile_pair()
             measured = dataclasses.replace(
                 measured, solo_more=tuple(solos[1:]), alone_more=tuple(alones[1:])
             )
-        for arch, workers in plan:
-            n = len(runs[(arch, workers)]) + 1
-            run, note = watched(
-                _run_config(base, arch, workers), f"{arch.value} W={workers} run {n}"
-            )
-            runs[(arch, workers)].append(run)
-            done = runs[(arch, workers)]
+        for config, key in zip(configs, plan, strict=True):
+            name = f"{key[2]} W={key[1]}"
+            run, note = watched(config, f"{name} run {len(runs[key]) + 1}")
+            runs[key].append(run)
+            done = runs[key]
             if len(done) == repetitions:
                 mean = statistics.fmean(r.examples_per_s for r in done)
-                say(f"{arch.value} W={workers}: measured {mean:.1f} examples/s")
+                say(f"{name}: measured {mean:.1f} examples/s")
             else:
-                say(
-                    f"{arch.value} W={workers}: run {len(done)}/{repetitions}: "
-                    f"{run.examples_per_s:.1f} examples/s"
-                )
+                say(f"{name}: run {len(done)}/{repetitions}: {run.examples_per_s:.1f} examples/s")
             say_all(note)
-            points = tuple(
-                MeasuredPoint(a, w, tuple(runs[(a, w)])) for a, w in plan if runs[(a, w)]
-            )
+            points = tuple(MeasuredPoint(k[0], k[1], tuple(runs[k])) for k in plan if runs[k])
             measured = dataclasses.replace(measured, points=points)
             keep(measured)
     shared = host_load_text(measured)
@@ -913,7 +931,7 @@ def host_load_text(measured: Measurements | None) -> str:
         return ""
     named = [("solo profile", r) for r in measured.solo_runs]
     named += [("computation alone", r) for r in measured.alone_runs]
-    named += [(f"{p.architecture.value} W={p.workers}", r) for p in measured.points for r in p.runs]
+    named += [(f"{p.name} W={p.workers}", r) for p in measured.points for r in p.runs]
     watched = [(name, r.other_cores) for name, r in named if r.other_cores is not None]
     busy = [(name, cores) for name, cores in watched if cores >= host_load.NOTE_CORES]
     if not busy:
@@ -948,9 +966,30 @@ def _cv_text(pull_cv: float, push_cv: float | None) -> str:
     return f"{pull_cv:.3g} pull / {push_cv:.3g} push"
 
 
-def _run_config(base: RunConfig, arch: Architecture, workers: int) -> RunConfig:
+def _run_config(
+    base: RunConfig,
+    arch: Architecture,
+    workers: int,
+    bucket_cap_mb: float | None = None,
+    first_bucket_mb: float | None = None,
+) -> RunConfig:
+    """``base`` as ``arch`` with ``workers`` workers; the bucket limits apply to DDP only."""
     servers = 1 if arch.uses_servers else 0
-    return dataclasses.replace(base, architecture=arch, workers=workers, servers=servers)
+    ddp = arch is Architecture.DDP
+    return dataclasses.replace(
+        base,
+        architecture=arch,
+        workers=workers,
+        servers=servers,
+        bucket_cap_mb=bucket_cap_mb if ddp else None,
+        first_bucket_mb=first_bucket_mb if ddp else None,
+    )
+
+
+def _point_name(config: RunConfig) -> str:
+    """``ddp 1 MiB``, ``ps-async``: a measured point's architecture and, for DDP, buckets."""
+    arch = config.architecture
+    return f"ddp {config.buckets_text()}" if arch is Architecture.DDP else arch.value
 
 
 @dataclass(frozen=True)
@@ -1012,6 +1051,9 @@ class Predictor:
     # one-worker runs (CommThreadCpu): its communication threads' work, which workers sharing
     # cores compete for (SimulationConfig.comm_thread_s_per_step).
     comm_thread_s_per_step: float = 0.0
+    # DDP's bucket cap and first bucket in bytes, as the runs of the point predicted had them
+    # (RunConfig.bucket_limits_bytes); None: torch's defaults. point() sets them from the runs.
+    ddp_buckets: tuple[int, int] | None = None
 
     def config(self, arch: Architecture, workers: int, *, ideal: bool) -> SimulationConfig:
         """The simulator's view of a run. ``ideal``: every worker alone on its host, and a link
@@ -1029,6 +1071,9 @@ class Predictor:
             replications=SIM_REPLICATIONS,
             latency_s=self.latency_s,
         )
+        if sim_arch == "ddp" and self.ddp_buckets is not None:
+            cap, first = self.ddp_buckets
+            config = dataclasses.replace(config, bucket_cap_bytes=cap, first_bucket_bytes=first)
         if ideal:
             return config
         if sim_arch == "ps":
@@ -1037,9 +1082,12 @@ class Predictor:
                 latency_s=self.latency_s + self.ps_latency_s,
                 comm_thread_s_per_step=self.comm_thread_s_per_step,
             )
-        if sim_arch == "allreduce" and self.ring is not None:
+        # DDP all-reduces each bucket with the same gloo ring as the per-layer ring: the same
+        # measured terms (its messages are the buckets' segments rather than a layer's).
+        ring = sim_arch in ("allreduce", "ddp")
+        if ring and self.ring is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring.nearest(workers)[1])
-        elif sim_arch == "allreduce" and self.ring_message_latency_s is not None:
+        elif ring and self.ring_message_latency_s is not None:
             latency = self.ring_message_latency_s  # holds the network's latency too
             config = dataclasses.replace(
                 config,
@@ -1047,10 +1095,10 @@ class Predictor:
                 ring_segment_bytes=self.ring_segment_bytes,
                 bandwidth_bps=self.ring_bytes_bandwidth_bps(workers),
             )
-        elif sim_arch == "allreduce" and self.ring_bandwidth_bps is not None:
+        elif ring and self.ring_bandwidth_bps is not None:
             config = dataclasses.replace(config, bandwidth_bps=self.ring_bandwidth_bps)
         cores = self.testbed.worker_cores(arch)
-        if sim_arch == "allreduce" and self.ring_cpu_work_s_per_byte is not None:
+        if ring and self.ring_cpu_work_s_per_byte is not None:
             config = dataclasses.replace(
                 config,
                 parse_alpha_s_per_byte=ring_parse_alpha(self.ring_cpu_work_s_per_byte, workers),
@@ -1137,10 +1185,8 @@ class Predictor:
         *,
         ideal: bool = True,
     ) -> ValidationPoint:
-        sim_arch, mode = _SIM_SHAPE[arch]
-        sharing = "allreduce" if sim_arch == "allreduce" else "ps"
-        candidate = Candidate(sim_arch, mode, sharing, workers)
-        worker_type = worker_type_from_trace(self.trace)
+        if self.for_point(arch, runs) is not self:
+            return self.for_point(arch, runs).point(arch, workers, runs, solo, ideal=ideal)
         simulated = self.simulation(arch, workers)
         arrivals = self._sync_orders(arch, workers, runs)
         measured = [measured_phases(r) for r in runs]
@@ -1150,7 +1196,7 @@ class Predictor:
             measured=tuple(r.examples_per_s for r in runs),
             simulated=simulated.examples_per_s.value,
             simulated_ideal=self.simulated(arch, workers, ideal=True) if ideal else math.nan,
-            coarse=analytic_examples_per_s(candidate, worker_type, self.bandwidth_bps),
+            coarse=self._coarse(arch, workers),
             slowdown=statistics.fmean(r.slowdown_vs(solo).ratio for r in runs),
             measured_step_s=measured_step_quantiles(runs),
             simulated_step_s=simulated_step_quantiles(simulated),
@@ -1169,13 +1215,43 @@ class Predictor:
             measured_computations=arrivals.measured_computations,
             simulated_computations=arrivals.simulated_computations,
             **self._occupancies(arch, workers, runs),
+            buckets=runs[0].config.buckets_text() if arch is Architecture.DDP and runs else "",
+        )
+
+    def for_point(self, arch: Architecture, runs: Sequence[RunResult]) -> Predictor:
+        """The predictor of a point of ``runs``: for DDP with the runs' buckets (two DDP
+        points of one W differ by them), otherwise this one."""
+        if arch is not Architecture.DDP or not runs:
+            return self
+        buckets = runs[0].config.bucket_limits_bytes()
+        return (
+            self if buckets == self.ddp_buckets else dataclasses.replace(self, ddp_buckets=buckets)
+        )
+
+    def _coarse(self, arch: Architecture, workers: int) -> float:
+        """The analytic examples/s at the link's bandwidth (the ring's and DDP's closed forms
+        from the trace, the parameter server's mean value analysis)."""
+        sim_arch, mode = _SIM_SHAPE[arch]
+        if sim_arch == "ddp":
+            cap, first = self.ddp_buckets or (DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES)
+            ddp = ddp_worker_from_trace(
+                self.replayed_trace(arch), bucket_cap_bytes=cap, first_bucket_bytes=first
+            )
+            candidate = Candidate("ddp", "sync", "ring", workers)
+            return analytic_examples_per_s(
+                candidate, worker_type_from_trace(self.trace), self.bandwidth_bps, ddp=ddp
+            )
+        sharing = "allreduce" if sim_arch == "allreduce" else "ps"
+        candidate = Candidate(sim_arch, mode, sharing, workers)
+        return analytic_examples_per_s(
+            candidate, worker_type_from_trace(self.trace), self.bandwidth_bps
         )
 
     def _cpu_ratio(self, arch: Architecture, runs: Sequence[RunResult]) -> float:
         """The runs' workers' CPU per step over the trace's (ValidationPoint.cpu_ratio)."""
         charged = measured_comm_thread(self.trace)
         per_run = [r.cpu_s_per_step() for r in runs]
-        if arch is Architecture.ALLREDUCE or charged is None or charged.cpu_s_per_step <= 0:
+        if not arch.uses_servers or charged is None or charged.cpu_s_per_step <= 0:
             return math.nan
         if not per_run or any(cpu is None for cpu in per_run):
             return math.nan
@@ -1236,6 +1312,7 @@ def simulate_argv(
     trace_file: str,
     alone_file: str,
     network_file: str,
+    runs: Sequence[RunResult] = (),
 ) -> list[str]:
     """The ``sgdsim simulate`` command line that predicts ``arch`` with ``workers`` workers as
     this validation did, from its saved solo trace, computation alone and network profile
@@ -1244,15 +1321,15 @@ def simulate_argv(
     own CPU time (schema version 3), and since that trace ran beside its transfers the
     profile's transfer CPU stays off for it (``LinkSettings.trace_beside_transfers``). Meant
     for a validation of the link it measured (no ``--network``, ``--bandwidth`` ... given) and
-    the default ring.
+    the default ring. ``runs``: the point's runs, whose buckets a DDP point's line gives.
 
     Raises
     ------
     ConfigError : the report has no predictor (it was not made by :func:`assess`).
     """
-    p = report.predictor
-    if p is None:
+    if report.predictor is None:
         raise ConfigError("simulate_argv: the report has no predictor")
+    p = report.predictor.for_point(arch, runs)
     config = p.config(arch, workers, ideal=False)  # the hosting as the prediction has it
     trace = alone_file if p.replayed_trace(arch) is p.alone else trace_file
     argv = ["sgdsim", "simulate", trace, "--network", network_file, "--arch", config.arch]
@@ -1264,6 +1341,9 @@ def simulate_argv(
         argv += ["--own-nics"]
     if config.overlap == "none":
         argv += ["--overlap", "none"]
+    if config.arch == "ddp":
+        argv += ["--bucket-cap", f"{config.bucket_cap_bytes}B"]
+        argv += ["--first-bucket", f"{config.first_bucket_bytes}B"]
     return argv
 
 
@@ -1376,7 +1456,7 @@ def report_tables(report: ValidationReport) -> list[Table]:
     (max - min) / mean), each prediction with its error, and the co-location slowdown."""
     tables: dict[str, Table] = {}
     for p in report.points:
-        table = tables.setdefault(p.architecture, Table(p.architecture, COLUMNS))
+        table = tables.setdefault(p.name, Table(p.name, COLUMNS))
         errors = {f"{key}_error_percent": 100 * p.error(getattr(p, key)) for key, _ in PREDICTORS}
         table.add(
             workers=p.workers,

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from profilers.distributed.validation import ValidationPoint, ValidationReport
     from simcore.sim.occupancy import LinkOccupancy
 
-ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")
+ARCHITECTURES = ("ps-async", "ps-sync", "allreduce")  # the default; DDP when asked
+ARCH_CHOICES = (*ARCHITECTURES, "ddp")
 MODEL = "cnn"
 BATCH_SIZE = 32
 WORKERS_MAX = 4
@@ -67,6 +68,8 @@ MEASURING = {
     "seed": SEED,
     "testbed": None,
     "testbed_burst": None,
+    "bucket_cap": None,
+    "first_bucket": None,
 }
 SELECTING = {"model": MODEL, "workers_max": WORKERS_MAX}
 
@@ -91,9 +94,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arch",
         action="append",
-        choices=ARCHITECTURES,
-        help="architecture to run; repeat for several (default: all three); with --from-runs: "
-        "only its points",
+        choices=ARCH_CHOICES,
+        help="architecture to run; repeat for several (default: ps-async, ps-sync and "
+        "allreduce; ddp is PyTorch DistributedDataParallel); with --from-runs: only its points",
+    )
+    p.add_argument(
+        "--bucket-cap",
+        metavar="SIZE",
+        action="append",
+        help="--arch ddp: DDP's bucket_cap_mb (a plain number is MiB); repeat for several, each "
+        "a point of its own at every W (default: torch's, 25 MiB with a 1 MiB first bucket; a "
+        "cap given alone makes the first bucket as large, as torch does)",
+    )
+    p.add_argument(
+        "--first-bucket",
+        metavar="SIZE",
+        help="--arch ddp: the first bucket's limit for every cap (default: as torch decides)",
     )
     p.add_argument(
         "--repetitions",
@@ -286,6 +302,7 @@ def settle_run_options(args: argparse.Namespace) -> None:
         )
     else:
         fill_defaults(args, {**MEASURING, **SELECTING})
+        _ddp_measuring(args)  # bad bucket options fail before anything is run or kept
 
 
 def point_selection(args: argparse.Namespace) -> PointSelection:
@@ -342,12 +359,12 @@ def check_server_options(args: argparse.Namespace, architectures: set[str]) -> N
     """ConfigError for an option of the parameter server's link given where no point has a
     parameter server (ring AllReduce alone): it would change nothing, yet the report would
     name it as the predictions' value."""
-    if all(arch == "allreduce" for arch in architectures):
+    if all(arch in ("allreduce", "ddp") for arch in architectures):
         refuse_given(
             args,
             SERVER_LINK_OPTIONS,
-            "only with a parameter-server point (these are ring AllReduce alone, whose "
-            "predictions do not use it)",
+            "only with a parameter-server point (these are rings alone, ring AllReduce or DDP, "
+            "whose predictions do not use it)",
         )
 
 
@@ -463,6 +480,7 @@ def validate_with(
             flow_sharing=args.flow_sharing,
         )
     check_server_options(args, set(args.arch or ARCHITECTURES))
+    ddp = _ddp_measuring(args)
     rate = parse_bandwidth(args.testbed, name="--testbed") if args.testbed else None
     burst: dict[str, float] = {}  # default: the emulated cluster's own bucket
     if args.testbed_burst is not None:
@@ -490,7 +508,25 @@ def validate_with(
         ring_cpu_placement=ring_cpu_placement(args),
         flow_sharing=args.flow_sharing,
         **burst,
+        **ddp,
     )
+
+
+def _ddp_measuring(args: argparse.Namespace) -> dict[str, Any]:
+    """``measure``'s DDP bucket arguments (MiB) from --bucket-cap and --first-bucket, which
+    need --arch ddp."""
+    from simcore.sim.buckets import MIB, parse_bucket_size
+
+    if args.bucket_cap is None and args.first_bucket is None:
+        return {}
+    if "ddp" not in (args.arch or ()):
+        given = "--bucket-cap" if args.bucket_cap is not None else "--first-bucket"
+        raise ConfigError(f"{given}: a DDP setting; give --arch ddp too")
+    caps = tuple(parse_bucket_size(text, "--bucket-cap") / MIB for text in args.bucket_cap or ())
+    first = None
+    if args.first_bucket is not None:
+        first = parse_bucket_size(args.first_bucket, "--first-bucket") / MIB
+    return {"bucket_caps_mb": caps or (None,), "first_bucket_mb": first}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -705,6 +741,8 @@ def _report_dict(report: ValidationReport) -> dict[str, Any]:
         "points": [
             {
                 "architecture": p.architecture,
+                # DDP: the runs' bucket limits as torch applied them; null otherwise
+                "buckets": p.buckets or None,
                 "workers": p.workers,
                 "measured_examples_per_s": list(p.measured),
                 # the measured mean's standard error over the mean; null with one run
