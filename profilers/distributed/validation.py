@@ -1185,8 +1185,9 @@ class Predictor:
         *,
         ideal: bool = True,
     ) -> ValidationPoint:
-        if self.for_point(arch, runs) is not self:
-            return self.for_point(arch, runs).point(arch, workers, runs, solo, ideal=ideal)
+        model = self.for_point(arch, runs)
+        if model is not self:  # DDP: the runs' own buckets
+            return model.point(arch, workers, runs, solo, ideal=ideal)
         simulated = self.simulation(arch, workers)
         arrivals = self._sync_orders(arch, workers, runs)
         measured = [measured_phases(r) for r in runs]
