@@ -55,7 +55,7 @@ from profilers.dataflow import (
     tensors_in,
     trace_graph,
 )
-from profilers.synthetic import synthetic_inputs, token_vocab
+from profilers.synthetic import probe_inputs, synthetic_inputs, token_vocab
 from simcore import __version__
 from simcore.errors import ConfigError, ProfilingError
 from simcore.trace.build import ps_step_ops
@@ -321,6 +321,32 @@ def profile_model(
         if progress is not None:
             progress(i + 1, total)
     return _build_trace(session, measured, name, batch_size, warmup, torch_device, shape, seed)
+
+
+def model_layers(
+    model: ModelArg, input_shape: Sequence[int] | None = None
+) -> tuple[list[LayerNode], str]:
+    """The layers ``profile_model`` would time for ``model`` (torch.fx call nodes that return
+    tensors, then ``loss``), with their dataflow and parameters, found by running the graph once
+    on one example of ``input_shape`` (default: the model's own); and the model's name.
+
+    For traces made elsewhere (:mod:`profilers.kineto`): the names, parameters and DAG of the
+    model they profiled.
+    """
+    module, name, shape, _ = _resolve_model(model, None, input_shape, None)
+    module.eval()  # one example through batch norm: eval mode takes it, the layers are the same
+    gm = trace_graph(module, name)
+    interpreter = TimedInterpreter(gm, clock_for(torch.device("cpu")), StepMarks())
+    with torch.no_grad():
+        interpreter.run(probe_inputs(shape, token_vocab(gm)))
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    tensor_nodes = interpreter.tensor_nodes
+    loss_inputs = tuple(layer_inputs(output, set(tensor_nodes)))
+    layers = [
+        *layer_nodes(gm, tensor_nodes),
+        LayerNode(LOSS_LAYER, "cross_entropy", loss_inputs, ()),
+    ]
+    return layers, name
 
 
 def _check_counts(**counts: int) -> None:

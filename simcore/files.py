@@ -103,8 +103,11 @@ def _decode_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
+        # A file cut off (a job killed while writing it, a partial copy) is the usual cause.
+        cut = text.rstrip()[-1:] not in ("}", "]")
         raise _Unreadable(
             f"not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
+            + ("; the file ends early (truncated?)" if cut and text.strip() else "")
         ) from None
     except RecursionError:
         raise _Unreadable("JSON nested too deeply for sgdsim to read") from None

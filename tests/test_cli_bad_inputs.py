@@ -50,6 +50,7 @@ BAD_KINDS = [*BAD_CONTENT, "missing"]
 INPUT_SLOTS: dict[str, list[str]] = {
     "trace-show": ["trace", "show", "{f}"],
     "trace-export": ["trace", "export-chrome", "{f}", "-o", "x.json"],
+    "trace-import-kineto": ["trace", "import-kineto", "{f}", "-o", "x.json"],
     "simulate": ["simulate", "{f}", *FAST],
     "simulate-2nd-trace": ["simulate", "cnn-b32", "{f}", "--workers", "2", *FAST],
     "simulate-network": ["simulate", "cnn-b32", "--network", "{f}", *FAST],
@@ -213,6 +214,11 @@ OPTION_CASES: list[tuple[list[str], str]] = [
 # command that skipped the check fail fast on something else (and so fail the test).
 OUTPUT_SLOTS: dict[str, tuple[list[str], str, str]] = {
     "trace-export": (["trace", "export-chrome", "cnn-b32", "-o", "{o}"], "-o/--out", ".json"),
+    "trace-import-kineto": (
+        ["trace", "import-kineto", "missing.json", "-o", "{o}"],
+        "-o/--out",
+        ".json",
+    ),
     "simulate-timeline": (
         ["simulate", "cnn-b32", "--timeline", "{o}", *FAST],
         "--timeline",

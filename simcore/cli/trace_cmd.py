@@ -18,7 +18,7 @@ from simcore.export.chrome import chrome_trace, profiled_step_spans
 from simcore.files import check_output
 from simcore.report.output import print_json
 from simcore.trace.cpu import measured_comm_thread, measured_worker_cores
-from simcore.trace.io import load_trace, sample_names, write_json_atomic
+from simcore.trace.io import load_trace, sample_names, save_trace, write_json_atomic
 from simcore.trace.model import Trace
 from simcore.trace.summary import Spread, TraceSummary, summarize
 from simcore.units import format_bytes, format_number, format_seconds
@@ -48,6 +48,31 @@ def register(subparsers: Any) -> None:
     export.add_argument("--step", type=int, default=0, help="which profiled step (default 0)")
     export.add_argument("--force", action="store_true", help="overwrite an existing output file")
     export.set_defaults(handler=run_export_chrome)
+
+    kineto = actions.add_parser(
+        "import-kineto",
+        help="a torch.profiler (Kineto) trace of training steps as an sgdsim trace",
+        description="Turn the JSON that torch.profiler's export_chrome_trace writes (recorded with "
+        "a schedule and prof.step(), with_stack=True, with_modules=True, record_shapes=True) into "
+        "the trace the simulator reads: per-layer forward and backward times (GPU kernel time "
+        "where the trace has a GPU), the optimizer step, the time outside layers, parameter bytes "
+        "and the layers' DAG.",
+    )
+    kineto.add_argument("kineto", metavar="TRACE", help="the torch.profiler .json or .json.gz")
+    kineto.add_argument("-o", "--out", required=True, help="output trace .json or .json.gz")
+    model = kineto.add_mutually_exclusive_group()
+    model.add_argument(
+        "--model",
+        help="the profiled model, built-in name: layer names, parameters and the dataflow DAG "
+        "come from it (torch.fx) instead of the executed order",
+    )
+    model.add_argument("--model-path", help="the same, for a user model: package.module:factory")
+    kineto.add_argument("--model-name", help="name recorded in the trace (default: the model's)")
+    kineto.add_argument(
+        "--batch-size", type=int, help="examples per step (default: read from the trace's shapes)"
+    )
+    kineto.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    kineto.set_defaults(handler=run_import_kineto)
 
     listing = actions.add_parser("list", help="the shipped sample traces")
     listing.set_defaults(handler=run_list)
@@ -92,6 +117,28 @@ def run_export_chrome(args: argparse.Namespace) -> int:
     }
     path = write_json_atomic(args.out, chrome_trace(spans, metadata), overwrite=args.force)
     print(f"wrote {len(spans)} events of step {args.step} to {path} (open it in ui.perfetto.dev)")
+    return 0
+
+
+def run_import_kineto(args: argparse.Namespace) -> int:
+    from profilers.kineto import import_kineto  # the torch side, loaded for this action only
+
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ConfigError(f"--batch-size: must be an integer >= 1, got {args.batch_size}")
+    check_output(args.out, "-o/--out", force=args.force)
+    trace = import_kineto(
+        args.kineto,
+        model=args.model or args.model_path,
+        model_name=args.model_name,
+        batch_size=args.batch_size,
+    )
+    path = save_trace(trace, args.out, overwrite=args.force)
+    steps, layers = trace.n_steps, len(trace.layers)
+    print(
+        f"wrote {path}: {trace.metadata.model_name}, {layers} layers, "
+        f"{format_bytes(trace.param_nbytes)} of parameters, {steps} step{'s' * (steps != 1)} "
+        f"on {trace.metadata.device} (dataflow: {trace.metadata.profiler['dag_source']})"
+    )
     return 0
 
 
