@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from simcore.cli.ddp_options import add_ddp_options, bucket_cap_note, ddp_fields, ddp_text
+from simcore.cli.export_options import (
+    add_export_options,
+    check_export_options,
+    exporting,
+    write_exports,
+)
 from simcore.cli.guards import check_range, check_rates, check_work
 from simcore.cli.host_options import (
     add_host_options,
@@ -238,7 +244,12 @@ def register(subparsers: Any) -> None:
         help="--timeline's format: chrome (chrome://tracing, Perfetto) or records (columns and "
         "rows; default chrome)",
     )
-    p.add_argument("--force", action="store_true", help="overwrite an existing timeline file")
+    add_export_options(p)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite existing output files (--timeline, --hta-dir, --chakra-dir)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -391,7 +402,7 @@ def build_config(
         worker_types=_ints(args.worker_types, "--worker-types"),
         jitter=args.jitter,
         jitter_cv=args.jitter_cv,
-        timeline=args.timeline is not None,
+        timeline=args.timeline is not None or exporting(args),
         overlap=args.overlap,
         **ddp_fields(args),
     )
@@ -419,6 +430,7 @@ def run(args: argparse.Namespace) -> int:
         if len(counts) > 1:
             raise ConfigError("--timeline: needs a single worker count, not a sweep")
         check_output(args.timeline, "--timeline", force=args.force)
+    check_export_options(args, counts)
     link = command_link(args, topology)
     # Every configuration is checked before anything runs (errors name options: cli.main).
     rule = precision_rule(args)
@@ -468,6 +480,8 @@ def run(args: argparse.Namespace) -> int:
     check_rates((f"--workers {r.config.workers}", r.examples_per_s.value) for r in results)
     if args.timeline is not None:
         _write_timeline(args, results[0], traces[0])
+    if exporting(args) and results:
+        write_exports(args, results[0], traces)
     if args.json:
         sources = host_sources(args, results[0].config) if results else None
         points = simulation_points(results, link, sources)
