@@ -63,7 +63,7 @@ from simcore.trace.model import (
     Trace,
     TraceMetadata,
 )
-from simcore.trace.overhead import BEGIN_ID, END_ID, is_overhead, with_overhead_ops
+from simcore.trace.overhead import fill_overhead, is_overhead, with_overhead_ops
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
 LOSS_LAYER = "loss"
@@ -594,22 +594,7 @@ def _step_profile(
         durations.append(None if duration is None else round(max(duration, 0.0), ROUND_DIGITS))
         starts.append(None if start is None else round(start, ROUND_DIGITS))
     wall = round(step.wall_s, ROUND_DIGITS)
-    forward = sum(
-        d or 0.0 for op, d in zip(ops, durations, strict=True) if op.kind is OpKind.FORWARD
-    )
-    layered = sum(
-        d or 0.0
-        for op, d in zip(ops, durations, strict=True)
-        if op.kind in (OpKind.FORWARD, OpKind.BACKWARD, OpKind.UPDATE)
-    )
-    # As the profiler splits them: before the backward pass, and the rest of the wall.
-    begin = max(step.before_backward_s - forward, 0.0)
-    end = max(wall - layered - begin, 0.0)
-    for i, op in enumerate(ops):
-        if op.id == BEGIN_ID:
-            durations[i] = round(begin, ROUND_DIGITS)
-        elif op.id == END_ID:
-            durations[i] = round(end, ROUND_DIGITS)
+    fill_overhead(ops, durations, wall, step.before_backward_s, ROUND_DIGITS)  # as the profiler
     return StepProfile(
         duration_s=tuple(durations),
         start_s=tuple(starts),

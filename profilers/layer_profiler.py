@@ -60,7 +60,7 @@ from simcore import __version__
 from simcore.errors import ConfigError, ProfilingError
 from simcore.trace.build import ps_step_ops
 from simcore.trace.model import SCHEMA_VERSION, OpKind, StepProfile, Trace, TraceMetadata
-from simcore.trace.overhead import BEGIN_ID, END_ID, is_overhead, with_overhead_ops
+from simcore.trace.overhead import fill_overhead, is_overhead, with_overhead_ops
 from simcore.trace.parse import trace_from_dict, trace_to_dict
 
 Progress = Callable[[int, int], None]
@@ -473,7 +473,9 @@ def _step_profile(ops: Sequence[Any], times: _StepTimes) -> StepProfile:
         durations.append(round(max(duration, 0.0), ROUND_DIGITS))
         starts.append(None if start is None else round(start, ROUND_DIGITS))
     wall_s = round(times.wall_s, ROUND_DIGITS)
-    _fill_overhead(ops, durations, wall_s, round(times.before_backward_s, ROUND_DIGITS))
+    fill_overhead(
+        ops, durations, wall_s, round(times.before_backward_s, ROUND_DIGITS), ROUND_DIGITS
+    )
     return StepProfile(
         duration_s=tuple(durations),
         start_s=tuple(starts),
@@ -483,30 +485,6 @@ def _step_profile(ops: Sequence[Any], times: _StepTimes) -> StepProfile:
         wall_s=wall_s,
         cpu_s=None if times.cpu_s is None else round(max(times.cpu_s, 0.0), ROUND_DIGITS),
     )
-
-
-def _fill_overhead(
-    ops: Sequence[Any], durations: list[float | None], wall_s: float, before_backward_s: float
-) -> None:
-    """Set the fixed-cost ops: ``overhead:begin`` = the time before the backward phase minus the
-    forward ops, ``overhead:end`` = the rest of the wall minus the backward and update ops, so
-    that together they are ``wall_s`` minus every layer op (from the rounded durations). Ops run
-    one after another inside the wall, so neither is negative beyond rounding; 0 bounds that."""
-    forward = sum(
-        d or 0.0 for op, d in zip(ops, durations, strict=True) if op.kind is OpKind.FORWARD
-    )
-    layers = sum(
-        d or 0.0
-        for op, d in zip(ops, durations, strict=True)
-        if op.kind in (OpKind.FORWARD, OpKind.BACKWARD, OpKind.UPDATE)
-    )
-    begin = max(before_backward_s - forward, 0.0)
-    end = max(wall_s - layers - begin, 0.0)
-    for i, op in enumerate(ops):
-        if op.id == BEGIN_ID:
-            durations[i] = round(begin, ROUND_DIGITS)
-        elif op.id == END_ID:
-            durations[i] = round(end, ROUND_DIGITS)
 
 
 def _dtype(model: nn.Module) -> str:

@@ -18,7 +18,7 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,31 @@ def refuse_existing(path: str | os.PathLike[str], overwrite: bool) -> Path:
     if target.exists() and not overwrite:
         raise ConfigError(f"{target}: already exists; pass --force to overwrite it")
     return target
+
+
+def check_rank_folder(
+    folder: Path,
+    names: Sequence[str],
+    *,
+    overwrite: bool,
+    is_rank_file: Callable[[str], bool],
+    stranger: str,
+) -> list[Path]:
+    """The files ``names`` in ``folder`` (one per rank of an export), checked before any is
+    written: ``folder`` is no file, no target exists unless ``overwrite``, and no other file
+    of the folder is one its reader would take as a rank (``is_rank_file``; ``stranger`` says
+    what to do about it): tools such as HTA and ASTRA-sim read every rank file they find."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: is not a folder; give a folder for the rank traces")
+    targets = [folder / name for name in names]
+    for target in targets:
+        refuse_existing(target, overwrite)
+    if folder.is_dir():
+        ours = set(names)
+        for path in sorted(folder.iterdir()):
+            if is_rank_file(path.name) and path.name not in ours:
+                raise ConfigError(f"{path}: {stranger}")
+    return targets
 
 
 @contextmanager

@@ -66,7 +66,7 @@ import numpy as np
 from simcore import __version__
 from simcore.errors import ConfigError
 from simcore.export.chrome import resource_base, server_of
-from simcore.files import atomic_output, refuse_existing
+from simcore.files import atomic_output, check_rank_folder
 from simcore.sim.config import SimulationConfig, trace_of_worker
 from simcore.sim.dag import DELAY, RENDEZVOUS, CompiledDag, compile_trace
 from simcore.sim.ddp_dag import ddp_buckets, wire_nbytes
@@ -538,29 +538,17 @@ def check_chakra_dir(
 ) -> list[Path]:
     """The files :func:`write_chakra_dir` would write for ``ranks``, checked (before a run:
     the ranks are the workers and then the servers). Raises as it does."""
-    folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder}: is not a folder; give a folder for the rank traces")
     if not prefix or Path(prefix).name != prefix:
         raise ConfigError(f"prefix: {prefix!r} is no file name; give a name such as 'sgdsim'")
-    targets = [folder / f"{prefix}.{rank}{FILE_SUFFIX}" for rank in ranks]
-    for target in targets:
-        refuse_existing(target, overwrite)
-    _refuse_other_ranks(folder, prefix, targets)
-    return targets
-
-
-def _refuse_other_ranks(folder: Path, prefix: str, targets: Sequence[Path]) -> None:
-    if not folder.is_dir():
-        return
-    ours = {t.name for t in targets}
     pattern = re.compile(re.escape(prefix) + r"\.\d+" + re.escape(FILE_SUFFIX))
-    for path in sorted(folder.iterdir()):
-        if pattern.fullmatch(path.name) and path.name not in ours:
-            raise ConfigError(
-                f"{path}: a rank this export does not write ({len(targets)} ranks); remove it "
-                "or choose another prefix"
-            )
+    return check_rank_folder(
+        Path(directory),
+        [f"{prefix}.{rank}{FILE_SUFFIX}" for rank in ranks],
+        overwrite=overwrite,
+        is_rank_file=lambda name: pattern.fullmatch(name) is not None,
+        stranger=f"a rank this export does not write ({len(ranks)} ranks); remove it or "
+        "choose another prefix",
+    )
 
 
 def encode_messages(messages: Sequence[Any]) -> bytes:

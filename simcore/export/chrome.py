@@ -25,7 +25,7 @@ any that would overlap on an extra thread, ``NAME #2``), so viewers nest nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +117,7 @@ def chrome_trace(
     events: list[dict[str, Any]] = []
     extra_tid = 100
     for (pid, resource), members in groups.items():
-        for lane, lane_spans in enumerate(_lanes(members)):
+        for lane, lane_spans in enumerate(lanes(members)):
             label = resource if lane == 0 else f"{resource} #{lane + 1}"
             if lane == 0 and resource in RESOURCE_TIDS:
                 tid = RESOURCE_TIDS[resource]
@@ -137,26 +137,30 @@ def _us(seconds: float) -> float:
     return round(seconds * 1e6, US_DECIMALS)
 
 
-def _lanes(spans: Sequence[TimelineSpan]) -> list[list[TimelineSpan]]:
+def lanes(
+    spans: Sequence[TimelineSpan], us: Callable[[float], float] | None = None
+) -> list[list[TimelineSpan]]:
     """Spans split into lanes, each sorted by start, where no two spans overlap.
 
-    Greedy interval partitioning on the rounded microsecond times the events will carry: a span
-    goes to the first lane whose last span has ended by its start.
+    Greedy interval partitioning on the times the events will carry (``us``: seconds to the
+    exported microseconds; default this format's, rounded to the nanosecond): a span goes to the
+    first lane whose last span has ended by its start.
     """
-    ordered = sorted(spans, key=lambda s: (_us(s.start_s), -s.duration_s))
-    lanes: list[list[TimelineSpan]] = []
+    to_us = us or _us
+    ordered = sorted(spans, key=lambda s: (to_us(s.start_s), -to_us(s.end_s)))
+    out: list[list[TimelineSpan]] = []
     ends: list[float] = []
     for span in ordered:
-        start = _us(span.start_s)
+        start = to_us(span.start_s)
         for i, end in enumerate(ends):
             if end <= start:
-                lanes[i].append(span)
-                ends[i] = _us(span.end_s)
+                out[i].append(span)
+                ends[i] = to_us(span.end_s)
                 break
         else:
-            lanes.append([span])
-            ends.append(_us(span.end_s))
-    return lanes
+            out.append([span])
+            ends.append(to_us(span.end_s))
+    return out
 
 
 def _complete_event(span: TimelineSpan, pid: int, tid: int) -> dict[str, Any]:

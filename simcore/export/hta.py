@@ -74,7 +74,8 @@ from simcore.export.chrome import (
     TimelineSpan,
     simulated_spans,
 )
-from simcore.files import atomic_output, refuse_existing
+from simcore.export.chrome import lanes as interval_lanes
+from simcore.files import atomic_output, check_rank_folder
 from simcore.sim.results import SimulationResult, StepRecord
 from simcore.trace.model import Trace
 
@@ -204,24 +205,13 @@ def check_hta_dir(directory: str | os.PathLike[str], workers: int, *, overwrite:
 
 
 def _check_folder(folder: Path, ranks: Sequence[int], overwrite: bool) -> list[Path]:
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder}: is not a folder; give a folder for the rank traces")
-    targets = [folder / rank_file_name(rank) for rank in ranks]
-    for target in targets:
-        refuse_existing(target, overwrite)
-    _refuse_strangers(folder, targets)
-    return targets
-
-
-def _refuse_strangers(folder: Path, targets: Sequence[Path]) -> None:
-    if not folder.is_dir():
-        return
-    ours = {t.name for t in targets}
-    for path in sorted(folder.iterdir()):
-        if path.name.endswith(TRACE_SUFFIXES) and path.name not in ours:
-            raise ConfigError(
-                f"{path}: HTA would read it as one more rank; give an empty folder or remove it"
-            )
+    return check_rank_folder(
+        folder,
+        [rank_file_name(rank) for rank in ranks],
+        overwrite=overwrite,
+        is_rank_file=lambda name: name.endswith(TRACE_SUFFIXES),
+        stranger="HTA would read it as one more rank; give an empty folder or remove it",
+    )
 
 
 def _rank_doc(
@@ -288,31 +278,13 @@ def _streams(spans: Sequence[TimelineSpan]) -> dict[int, int]:
     lanes: dict[tuple[str, int], list[TimelineSpan]] = {}
     for resource in sorted({s.resource for s in spans}, key=lambda r: (r != "worker", r)):
         on_thread = [s for s in spans if s.resource == resource]
-        for lane, members in enumerate(_lanes(on_thread)):
+        for lane, members in enumerate(interval_lanes(on_thread, _us)):
             lanes[(resource, lane)] = members
     return {
         id(span): COMPUTE_STREAM + index
         for index, members in enumerate(lanes.values())
         for span in members
     }
-
-
-def _lanes(spans: Sequence[TimelineSpan]) -> list[list[TimelineSpan]]:
-    """Greedy interval partitioning on the exported (rounded) times: a span goes to the first
-    lane whose last span has ended by its start."""
-    lanes: list[list[TimelineSpan]] = []
-    ends: list[int] = []
-    for span in sorted(spans, key=lambda s: (_us(s.start_s), -_us(s.end_s))):
-        start = _us(span.start_s)
-        for i, end in enumerate(ends):
-            if end <= start:
-                lanes[i].append(span)
-                ends[i] = _us(span.end_s)
-                break
-        else:
-            lanes.append([span])
-            ends.append(_us(span.end_s))
-    return lanes
 
 
 def _kernel(result: SimulationResult, span: TimelineSpan, stream: int) -> _Kernel:

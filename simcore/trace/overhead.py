@@ -102,6 +102,36 @@ def overhead_matrix(trace: Trace) -> np.ndarray | None:
     return np.array([[step.duration_s[c] or 0.0 for c in cols] for step in trace.steps], float)
 
 
+def fill_overhead(
+    ops: Sequence[Op],
+    durations: list[float | None],
+    wall_s: float,
+    before_backward_s: float,
+    digits: int,
+) -> None:
+    """Set the fixed-cost ops of one step in ``durations`` (aligned with ``ops``):
+    ``overhead:begin`` = the time before the backward phase minus the forward ops,
+    ``overhead:end`` = the rest of the wall minus the backward and update ops, so that together
+    they are ``wall_s`` minus every layer op (from the durations as rounded to ``digits``). Ops
+    run one after another inside the wall, so neither is negative beyond rounding; 0 bounds
+    that."""
+    forward = sum(
+        d or 0.0 for op, d in zip(ops, durations, strict=True) if op.kind is OpKind.FORWARD
+    )
+    layers = sum(
+        d or 0.0
+        for op, d in zip(ops, durations, strict=True)
+        if op.kind in (OpKind.FORWARD, OpKind.BACKWARD, OpKind.UPDATE)
+    )
+    begin = max(before_backward_s - forward, 0.0)
+    end = max(wall_s - layers - begin, 0.0)
+    for i, op in enumerate(ops):
+        if op.id == BEGIN_ID:
+            durations[i] = round(begin, digits)
+        elif op.id == END_ID:
+            durations[i] = round(end, digits)
+
+
 def step_layer_sum_s(step: StepProfile, ops: Sequence[Op]) -> float:
     """Sum of one step's forward, backward and update op durations (s): what its layers took."""
     layer_kinds = (OpKind.FORWARD, OpKind.BACKWARD, OpKind.UPDATE)
