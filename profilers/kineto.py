@@ -33,6 +33,10 @@ step as layers:
 - **Fixed costs.** What the step's wall time (its ``ProfilerStep`` span) holds beyond its layers'
   ops becomes the step's ``overhead:begin`` (before the backward pass) and ``overhead:end``, as
   the profiler does (:mod:`simcore.trace.overhead`).
+- **Communication** in a trace of a distributed job (DDP's ``c10d::allreduce_`` started from
+  autograd hooks, gloo's and NCCL's ops, ``record_param_comms``) is neither a layer's time nor a
+  fixed cost: the simulator predicts it for the W asked. The main thread's time in it is
+  recorded per step (``metadata.profiler.communication_s``), and left out of the step.
 
 What cannot be recovered (no steps, no backward pass, no module annotations, no shapes) is a
 :class:`~simcore.errors.TraceError` naming the file and what to record. Reading JSON needs no
@@ -76,6 +80,9 @@ BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 OPTIMIZER_STEP = "Optimizer.step#"
 OPTIMIZER_ZERO_GRAD = "Optimizer.zero_grad#"
+COMM_OP_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:")
+# Wrappers whose own module call holds the model: the model is the module inside.
+WRAPPERS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 
@@ -139,6 +146,10 @@ class _StepLayers:
     forward_s: float = 0.0
     backward_s: float = 0.0
     outside_backward_s: float = 0.0  # autograd work of no layer (it goes to the fixed costs)
+    # the main thread's time in communication ops (DDP's), before the backward and in all:
+    # the simulator models communication itself, so it is neither a layer's nor a fixed cost
+    comm_before_backward_s: float = 0.0
+    comm_s: float = 0.0
 
 
 def read_kineto(path: str | Path) -> dict[str, Any]:
@@ -268,6 +279,7 @@ def kineto_trace(
                 {e.name.split("#", 1)[1] for e in events if e.name.startswith(OPTIMIZER_STEP)}
             ),
             "update": "the optimizer step, split over layers by parameter bytes",
+            "communication_s": [round(s.comm_s, ROUND_DIGITS) for s in resolved],
             "steps": [s.name for s in steps],
         },
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -380,9 +392,16 @@ def _resolve_step(
     in_step = [e for e in events if e.within(t0, end)]
     gpu = _GpuTime(kernels, [e for e in launches if e.within(t0, end)])
 
+    # DDP's reducer starts its AllReduces from autograd hooks, inside the backward's nodes:
+    # that is communication, which the simulator models itself, so it is no layer's time.
+    comm = _Spans(_outermost([e for e in in_step if e.cat == "cpu_op" and _is_comm(e.name)]))
+
     def busy_us(spans: Sequence[_Event]) -> float:
-        """A CPU span's time, or on a GPU the time of the kernels launched inside it."""
-        return gpu.of(spans) if kernels else sum(s.dur for s in spans)
+        """A CPU span's time without the communication it started, or on a GPU the time of
+        the (non-NCCL) kernels launched inside it."""
+        if kernels:
+            return gpu.of(spans)
+        return sum(s.dur - sum(c.dur for c in comm.inside(s)) for s in spans)
 
     forward_spans = _Spans([s for u in units for s in u.spans])
     unit_of_span = {id(s): u.name for u in units for s in u.spans}
@@ -423,6 +442,9 @@ def _resolve_step(
     out.update_s = busy_us(optimizer) * US
     out.wall_s = step.dur * US
     out.before_backward_s = (backward_start - t0) * US
+    on_main = [c for c in comm.spans if c.tid == step.tid]
+    out.comm_s = sum(c.dur for c in on_main) * US
+    out.comm_before_backward_s = sum(c.dur for c in on_main if c.ts < backward_start) * US
     out.forward_s = (max(s.end for u in units for s in u.spans) - units[0].start) * US
     out.backward_s = (max(n.end for n in nodes) - backward_start) * US
     return out
@@ -594,7 +616,14 @@ def _step_profile(
         durations.append(None if duration is None else round(max(duration, 0.0), ROUND_DIGITS))
         starts.append(None if start is None else round(start, ROUND_DIGITS))
     wall = round(step.wall_s, ROUND_DIGITS)
-    fill_overhead(ops, durations, wall, step.before_backward_s, ROUND_DIGITS)  # as the profiler
+    # as the profiler splits the fixed costs, from the step's time outside communication
+    fill_overhead(
+        ops,
+        durations,
+        wall - step.comm_s,
+        step.before_backward_s - step.comm_before_backward_s,
+        ROUND_DIGITS,
+    )
     return StepProfile(
         duration_s=tuple(durations),
         start_s=tuple(starts),
@@ -610,6 +639,11 @@ def _step_profile(
 
 def _contains(outer: _Event, inner: _Event) -> bool:
     return outer.tid == inner.tid and outer.ts <= inner.ts and inner.end <= outer.end
+
+
+def _is_comm(name: str) -> bool:
+    """A communication op as torch.distributed records it on the CPU."""
+    return name.startswith(COMM_OP_PREFIXES)
 
 
 def _class_of(module_event_name: str) -> str:
@@ -635,8 +669,10 @@ def _first_difference(units: Sequence[_Unit], names: Sequence[str]) -> str:
 
 
 def _root_class(events: Sequence[_Event], step: _Event, main_tid: Any) -> str:
+    """The profiled model's class: the outermost module call, inside a DDP-like wrapper."""
     for e in events:
-        if e.tid == main_tid and e.within(step.ts, step.end) and e.name.startswith(MODULE_PREFIX):
+        in_step = e.tid == main_tid and e.within(step.ts, step.end)
+        if in_step and e.name.startswith(MODULE_PREFIX) and _class_of(e.name) not in WRAPPERS:
             return _class_of(e.name)
     return "model"
 
