@@ -27,13 +27,8 @@ from google.protobuf.internal.decoder import _DecodeVarint32
 
 from simcore.errors import ConfigError
 from simcore.export import chakra
-from simcore.export.chakra import (
-    SCHEMA_VERSION,
-    chakra_ranks,
-    check_chakra_dir,
-    read_chakra_file,
-    write_chakra_dir,
-)
+from simcore.export.chakra import SCHEMA_VERSION, chakra_ranks
+from simcore.export.chakra_files import check_chakra_dir, read_chakra_file, write_chakra_dir
 from simcore.export.chrome import resource_base, server_of
 from simcore.sim import SimulationConfig, SimulationResult, simulate
 from simcore.sim.ddp_dag import ddp_buckets, wire_nbytes

@@ -83,7 +83,7 @@ def test_chakra_dir_writes_one_execution_trace_per_rank(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("google.protobuf")
-    from simcore.export.chakra import read_chakra_file
+    from simcore.export.chakra_files import read_chakra_file
 
     folder = tmp_path / "chakra"
     argv = ["simulate", "cnn-b32", "--workers", "2", "--arch", "ddp", *FAST]

@@ -68,7 +68,8 @@ def check_export_options(args: argparse.Namespace, worker_counts: Sequence[int])
         if not path.exists() and not path.parent.is_dir():
             raise ConfigError(f"{option}: {path.parent} does not exist")
     if args.chakra_dir is not None:
-        from simcore.export.chakra import check_chakra_dir, require_protobuf
+        from simcore.export.chakra import require_protobuf
+        from simcore.export.chakra_files import check_chakra_dir
 
         require_protobuf("--chakra-dir")
         check_chakra_dir(
@@ -98,7 +99,8 @@ def write_exports(
             file=sys.stderr,
         )
     if args.chakra_dir is not None:
-        from simcore.export.chakra import chakra_ranks, write_chakra_dir
+        from simcore.export.chakra import chakra_ranks
+        from simcore.export.chakra_files import write_chakra_dir
 
         ranks = chakra_ranks(result, traces, step=first)
         paths = write_chakra_dir(args.chakra_dir, ranks, overwrite=args.force)
