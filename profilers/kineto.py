@@ -345,8 +345,15 @@ def _forward_units(
             f"{source}: {step.name} has no nn.Module annotations, so its layers cannot be told "
             "apart; profile with with_stack=True and with_modules=True"
         )
-    roots = _Spans(_outermost(modules))
-    leaves = _Spans(_innermost(modules))
+    outermost = _outermost(modules)
+    leaf_calls = _innermost(modules)
+    # The model: the first outermost module call and any later one with modules inside. An
+    # outermost call after them with none inside (nn.CrossEntropyLoss()) is the loss's.
+    is_leaf = {id(m) for m in leaf_calls}
+    model_calls = [m for i, m in enumerate(outermost) if i == 0 or id(m) not in is_leaf]
+    model_end = max(m.end for m in model_calls)
+    roots = _Spans(model_calls)
+    leaves = _Spans([m for m in leaf_calls if m.ts < model_end])
     optimizer = _Spans(
         _outermost(
             [
@@ -370,10 +377,11 @@ def _forward_units(
             short = op.name.split("::")[-1]
             units.append(_Unit(short, short, False, [op]))
     units.sort(key=lambda u: u.start)
-    model_end = max(r.end for r in roots.spans)
     loss_ops = [op for op in top_ops if op.ts >= model_end]
     if loss_ops:
-        units.append(_Unit(LOSS_LAYER, loss_ops[0].name.split("::")[-1], False, loss_ops))
+        loss_module = next((m for m in outermost if m.ts >= model_end), None)
+        kind = _class_of(loss_module.name) if loss_module else loss_ops[0].name.split("::")[-1]
+        units.append(_Unit(LOSS_LAYER, kind, False, loss_ops))
     _unique_names(units)
     return units
 

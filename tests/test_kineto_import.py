@@ -35,7 +35,13 @@ WARMUP = 3
 
 
 def record(
-    name: str, path: Path, *, train: bool = True, stack: bool = True, shapes: bool = True
+    name: str,
+    path: Path,
+    *,
+    train: bool = True,
+    stack: bool = True,
+    shapes: bool = True,
+    loss: nn.Module | None = None,
 ) -> Path:
     """A torch.profiler trace of ``ACTIVE_STEPS`` SGD steps of a built-in model, as a user
     records one (a schedule, prof.step() after every step, export_chrome_trace)."""
@@ -57,7 +63,8 @@ def record(
         for _ in range(WARMUP + 1 + ACTIVE_STEPS):
             if train:
                 optimizer.zero_grad()
-                nn.functional.cross_entropy(model(inputs), labels).backward()
+                criterion = loss or nn.functional.cross_entropy
+                criterion(model(inputs), labels).backward()
                 optimizer.step()
             else:
                 with torch.no_grad():
@@ -178,6 +185,16 @@ def test_durations_are_close_to_the_profilers_and_cover_the_step(
     for layer in imported.layers:
         if layer.params:
             assert imported.steps[0].duration_s[index[f"backward:{layer.name}"]] > 0, layer.name
+
+
+def test_a_loss_module_is_the_loss_layer(tmp_path: Path, profiled: dict[str, Trace]) -> None:
+    """nn.CrossEntropyLoss() is a module call of its own after the model's: still the loss."""
+    path = record("cnn", tmp_path / "module-loss.json", loss=nn.CrossEntropyLoss())
+    alone, with_model = import_kineto(path), import_kineto(path, model="cnn")
+    assert alone.layers[-1].name == "loss" and alone.layers[-1].module_type == "CrossEntropyLoss"
+    assert [layer.name for layer in with_model.layers] == [
+        layer.name for layer in profiled["cnn"].layers
+    ]
 
 
 def test_the_cli_writes_a_trace_the_simulator_runs(
