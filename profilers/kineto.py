@@ -218,7 +218,8 @@ def kineto_trace(
     units_of_steps: list[list[_Unit]] = []
     resolved: list[_StepLayers] = []
     for step in steps:
-        units = _forward_units(events, step, main_tid, source)
+        backward_start = _backward_start(events, step, source)
+        units = _forward_units(events, step, backward_start, main_tid, source)
         if units_of_steps and [u.name for u in units] != [u.name for u in units_of_steps[0]]:
             first = [u.name for u in units_of_steps[0]]
             raise TraceError(
@@ -227,7 +228,7 @@ def kineto_trace(
                 "the steps of one trace must train the same model"
             )
         units_of_steps.append(units)
-        resolved.append(_resolve_step(events, step, units, kernels, launches, source))
+        resolved.append(_resolve_step(events, step, backward_start, units, kernels, launches))
     gpu = bool(kernels)
     first_units = units_of_steps[0]
     rename: dict[str, str] = {}
@@ -237,7 +238,7 @@ def kineto_trace(
         inputs = {layers[i].name: [layers[i - 1].name] for i in range(1, len(layers))}
         dag_source = "executed order (a Kineto trace records no tensor identities)"
     else:
-        fx_layers = _model_layers(model, first_units, resolved[0], events, steps[0], source)
+        fx_layers = _model_layers(model, first_units, events, source)
         rename = {u.name: fx.name for u, fx in zip(first_units, fx_layers, strict=True)}
         layers = [fx.to_layer() for fx in fx_layers]
         inputs = {fx.name: list(fx.inputs) for fx in fx_layers}
@@ -330,10 +331,9 @@ def _kernel_time_by_correlation(events: Sequence[_Event]) -> dict[Any, float]:
 
 
 def _forward_units(
-    events: Sequence[_Event], step: _Event, main_tid: Any, source: str
+    events: Sequence[_Event], step: _Event, backward_start: float, main_tid: Any, source: str
 ) -> list[_Unit]:
     """The step's forward layers in the order they ran."""
-    backward_start = _backward_start(events, step, source)
     in_forward = [
         e for e in events if e.tid == main_tid and e.ts >= step.ts and e.end <= backward_start
     ]
@@ -389,14 +389,13 @@ def _forward_units(
 def _resolve_step(
     events: Sequence[_Event],
     step: _Event,
+    backward_start: float,
     units: Sequence[_Unit],
     kernels: Mapping[Any, float],
     launches: Sequence[_Event],
-    source: str,
 ) -> _StepLayers:
     out = _StepLayers()
     t0, end = step.ts, step.end
-    backward_start = _backward_start(events, step, source)
     in_step = [e for e in events if e.within(t0, end)]
     gpu = _GpuTime(kernels, [e for e in launches if e.within(t0, end)])
 
@@ -576,17 +575,12 @@ def _layers_from_trace(units: Sequence[_Unit], first: _StepLayers, source: str) 
 
 
 def _model_layers(
-    model: Any,
-    units: Sequence[_Unit],
-    first: _StepLayers,
-    events: Sequence[_Event],
-    step: _Event,
-    source: str,
+    model: Any, units: Sequence[_Unit], events: Sequence[_Event], source: str
 ) -> list[Any]:
     """The model's torch.fx layers, checked one by one against the layers the trace ran."""
     from profilers.layer_profiler import model_layers  # torch: only on this path
 
-    shape = _input_dims(events, step, units)
+    shape = _input_dims(events, units[0].spans[0])  # the model's input, as its first layer got it
     fx_layers, label = model_layers(model, None if shape is None else tuple(shape[1:]))
     if len(fx_layers) != len(units):
         raise TraceError(
@@ -685,9 +679,8 @@ def _root_class(events: Sequence[_Event], step: _Event, main_tid: Any) -> str:
     return "model"
 
 
-def _input_dims(events: Sequence[_Event], step: _Event, units: Sequence[_Unit]) -> list[int] | None:
-    """The shape of the model's input: the first input of the first op the model ran."""
-    first = units[0].spans[0]
+def _input_dims(events: Sequence[_Event], first: _Event) -> list[int] | None:
+    """The shape of the input of the module call ``first``: the first input of its first op."""
     for e in events:
         if e.cat == "cpu_op" and e.tid == first.tid and e.within(first.ts, first.end):
             dims = e.args.get("Input Dims")
@@ -702,10 +695,7 @@ def _batch_size(events: Sequence[_Event], step: _Event, main_tid: Any) -> int | 
         for e in events
         if e.tid == main_tid and e.within(step.ts, step.end) and e.name.startswith(MODULE_PREFIX)
     ]
-    if not modules:
-        return None
-    unit = _Unit("", "", True, [modules[0]])
-    dims = _input_dims(events, step, [unit])
+    dims = _input_dims(events, modules[0]) if modules else None
     return dims[0] if dims else None
 
 
