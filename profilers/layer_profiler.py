@@ -34,7 +34,8 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -268,6 +269,7 @@ def profile_model(
     model_name: str | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> Trace:
     """Profile ``steps`` SGD steps (after ``warmup`` discarded ones) of a model on one worker.
 
@@ -283,6 +285,10 @@ def profile_model(
     model_name : recorded in the trace (default: the built-in name or the class name).
     seed : seeds the model's initialization (built-in models) and the synthetic batch.
     progress : called as ``progress(done, total)`` after every step.
+    threads : torch's intra-op threads while profiling (``torch.set_num_threads``, restored
+        afterwards; recorded as the trace's ``host.torch_threads``); None = torch's default.
+        A worker that will share a host's cores with others should be profiled with the
+        threads it will have there: its ops' durations depend on them.
 
     Returns
     -------
@@ -294,33 +300,36 @@ def profile_model(
     ProfilingError : the model cannot be traced by torch.fx or does not train as a classifier.
     """
     _check_counts(batch_size=batch_size, steps=steps, warmup=warmup)
+    if threads is not None:
+        _check_counts(threads=threads)
     torch_device = _device(device)
-    torch.manual_seed(seed)
-    module, name, shape, classes = _resolve_model(model, model_name, input_shape, num_classes)
-    module.to(torch_device).train()
-    gm = trace_graph(module, name)
-    generator = torch.Generator().manual_seed(seed)
-    vocab = token_vocab(gm)
-    inputs = synthetic_inputs(batch_size, shape, vocab, generator).to(torch_device)
-    classes = classes or _output_classes(gm, inputs, name)
-    labels = torch.randint(0, classes, (batch_size,), generator=generator).to(torch_device)
-    session = _Session(module, gm, clock_for(torch_device), inputs, labels)
-    total = warmup + steps
-    measured = []
-    for i in range(total):
-        try:
-            times = session.run_step()
-        except (RuntimeError, ValueError, TypeError, IndexError) as err:
-            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise ProfilingError(
-                f"model {name!r}: a training step failed on input {batch_size}x"
-                f"{'x'.join(map(str, shape))}: {first_line}"
-            ) from err
-        if i >= warmup:
-            measured.append(times)
-        if progress is not None:
-            progress(i + 1, total)
-    return _build_trace(session, measured, name, batch_size, warmup, torch_device, shape, seed)
+    with _torch_threads(threads):  # the whole profile, the model's first run included
+        torch.manual_seed(seed)
+        module, name, shape, classes = _resolve_model(model, model_name, input_shape, num_classes)
+        module.to(torch_device).train()
+        gm = trace_graph(module, name)
+        generator = torch.Generator().manual_seed(seed)
+        vocab = token_vocab(gm)
+        inputs = synthetic_inputs(batch_size, shape, vocab, generator).to(torch_device)
+        classes = classes or _output_classes(gm, inputs, name)
+        labels = torch.randint(0, classes, (batch_size,), generator=generator).to(torch_device)
+        session = _Session(module, gm, clock_for(torch_device), inputs, labels)
+        total = warmup + steps
+        measured = []
+        for i in range(total):
+            try:
+                times = session.run_step()
+            except (RuntimeError, ValueError, TypeError, IndexError) as err:
+                first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise ProfilingError(
+                    f"model {name!r}: a training step failed on input {batch_size}x"
+                    f"{'x'.join(map(str, shape))}: {first_line}"
+                ) from err
+            if i >= warmup:
+                measured.append(times)
+            if progress is not None:
+                progress(i + 1, total)
+        return _build_trace(session, measured, name, batch_size, warmup, torch_device, shape, seed)
 
 
 def model_layers(
@@ -349,8 +358,23 @@ def model_layers(
     return layers, name
 
 
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` inside (None: left as they are), restored
+    after: the setting is the process's, and a library call must not leave it changed."""
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _check_counts(**counts: int) -> None:
-    minimum = {"batch_size": 1, "steps": 1, "warmup": 0}
+    minimum = {"batch_size": 1, "steps": 1, "warmup": 0, "threads": 1}
     for key, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum[key]:
             option = "--" + key.replace("_", "-")

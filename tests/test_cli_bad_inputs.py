@@ -113,7 +113,6 @@ OPTION_CASES: list[tuple[list[str], str]] = [
             ["--http2-window", "1e30EB", "--scheduler", "http2"],
             ["--http2-window", "1MiB"],  # no window without the http2 scheduler
             ["--cap-mode", "maxmin"],  # no caps to share out
-            ["--own-nics"],  # one worker per host
             ["--intra-bandwidth", "100GB/s"],  # one device per host
             ["--timeline-format", "records"],  # no timeline to write
             ["--placement", "round-robin", "--arch", "allreduce"],  # no servers

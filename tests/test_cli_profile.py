@@ -176,3 +176,46 @@ def test_a_bare_sgdsim_lists_its_commands() -> None:
     assert result.stdout.startswith("usage: sgdsim")
     for command in ("profile", "simulate", "timeline", "analyze", "advise", "validate"):
         assert f"\n    {command} " in result.stdout
+
+
+def test_profile_with_threads_records_them_and_leaves_torchs_as_they_were(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    out = tmp_path / "cnn-t1.json"
+    assert main(["profile", "--model", "cnn", *TINY, "--threads", "1", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("per step; 1 torch thread(s)")
+    assert load_trace(out).metadata.host["torch_threads"] == 1
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    ("threads", "expected"),
+    [
+        ("0", "--threads: must be an integer >= 1, got 0"),
+        ("-2", "--threads: must be an integer >= 1, got -2"),
+        ("5000", "--threads: 5000 is more than the 1024 threads sgdsim profiles with"),
+    ],
+)
+def test_threads_are_checked_before_profiling(
+    threads: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.json"
+    assert main(["profile", "--model", "cnn", *TINY, "--threads", threads, "--out", str(out)]) == 1
+    assert capsys.readouterr().err == f"sgdsim: error: {expected}\n"
+    assert not out.exists()
+
+
+def test_threads_are_refused_with_list_models(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "--list-models", "--threads", "1"]) == 1
+    assert capsys.readouterr().err.startswith("sgdsim: error: --threads: not with --list-models")
+
+
+def test_profile_model_checks_its_threads() -> None:
+    from profilers import profile_model
+    from simcore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--threads: must be an integer >= 1, got 0"):
+        profile_model("cnn", threads=0)

@@ -56,7 +56,7 @@ CASES: list[tuple[list[str], str]] = [
             (["--worker-cores", "2"], "--worker-cores"),
             (["--host-cores", "2", "--worker-cores", "4"], "--worker-cores"),
             (["--colocated", "0"], "--colocated"),
-            (["--colocated", "2", "--server-host", "0"], "--server-host"),
+            (["--colocated", "2", "--server-host", "1"], "--server-host"),  # one host
             (["--devices-per-host", "0"], "--devices-per-host"),
             (["--devices-per-host", "2"], "--intra-bandwidth"),
             (["--scheduler", "http2", "--http2-window", "0B"], "--http2-window"),

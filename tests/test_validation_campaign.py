@@ -1066,8 +1066,9 @@ def test_the_link_is_said_once_in_the_report_not_again_in_the_progress(
 def test_the_simulate_command_of_one_worker_runs_as_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One worker on its host has its NIC to itself: the printed command leaves --own-nics
-    out (simulate refuses it without co-located workers) and gives the point's prediction."""
+    """One worker on its host has its NIC to itself: the printed command still says
+    --own-nics, as every W's does (simulate takes it, a no-op there), and gives the point's
+    prediction."""
     from profilers.distributed.config import Architecture
     from profilers.distributed.validation import simulate_argv
 
@@ -1079,7 +1080,7 @@ def test_the_simulate_command_of_one_worker_runs_as_printed(
         "network_file": str(save_network_profile(report.network, tmp_path / "link.json")),
     }
     argv = simulate_argv(report, Architecture.PS_SYNC, 1, **files)
-    assert "--own-nics" not in argv and argv[argv.index("--colocated") + 1] == "1"
+    assert "--own-nics" in argv and argv[argv.index("--colocated") + 1] == "1"
     assert main([*argv[1:], "--json", "--quiet"]) == 0
     simulated = output(capsys.readouterr().out)["points"][0]["examples_per_s"]["value"]
     [point] = [p for p in report.points if p.architecture == "ps-sync" and p.workers == 1]

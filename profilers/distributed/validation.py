@@ -1318,7 +1318,10 @@ def simulate_argv(
     """The ``sgdsim simulate`` command line that predicts ``arch`` with ``workers`` workers as
     this validation did, from its saved solo trace, computation alone and network profile
     (:attr:`ValidationReport.network`): the testbed's hosting as options (workers sharing its
-    cores, a link each). A parameter server's communication threads come from the solo trace's
+    cores, a link each: ``--own-nics`` at every W, W = 1 included, where it changes nothing).
+    The testbed pins the servers to a core of their own (:class:`Testbed`, two or more cores):
+    a machine of their own as far as the workers' cores go, so no ``--server-host``. A
+    parameter server's communication threads come from the solo trace's
     own CPU time (schema version 3), and since that trace ran beside its transfers the
     profile's transfer CPU stays off for it (``LinkSettings.trace_beside_transfers``). Meant
     for a validation of the link it measured (no ``--network``, ``--bandwidth`` ... given) and
@@ -1338,7 +1341,7 @@ def simulate_argv(
     argv += ["--colocated", str(config.colocated_workers)]
     argv += ["--host-cores", f"{config.host_cpu_cores:g}"]
     argv += ["--worker-cores", f"{config.worker_cpu_cores:g}"]
-    if not config.shared_nic and config.colocated_workers > 1:  # (one worker: its own NIC)
+    if not config.shared_nic:
         argv += ["--own-nics"]
     if config.overlap == "none":
         argv += ["--overlap", "none"]

@@ -39,7 +39,9 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
     group.add_argument(
         "--server-host",
         type=int,
-        help="the worker/host whose machine also runs the parameter servers (default: their own)",
+        help="the host (with --colocated 1: the worker) whose machine also runs the parameter "
+        "servers; with --host-cores their updates share its cores, and without --own-nics its "
+        "workers' transfers to them stay on the machine (default: a machine of their own)",
     )
     group.add_argument(
         "--colocated", type=int, default=1, help="worker processes per host (default 1)"
@@ -47,9 +49,10 @@ def add_host_options(p: argparse.ArgumentParser, *, hosts_list: bool = True) -> 
     group.add_argument(
         "--own-nics",
         action="store_true",
-        help="co-located workers each have a network link of their own (a VM or container "
-        "per worker with its own virtual NIC, the emulated cluster of `sgdsim validate "
-        "--testbed`); by default they share their host's NIC",
+        help="every process on a host has a network link of its own: co-located workers, and "
+        "the servers with --server-host (a VM or container per process with its own virtual "
+        "NIC, the emulated cluster of `sgdsim validate --testbed`); by default they share "
+        "their host's NIC. A worker alone on its host has its own NIC anyway",
     )
     group.add_argument(
         "--host-cores",
@@ -146,11 +149,8 @@ def apply_host_options(
     server's communication threads from the trace's own CPU time (:func:`trace_comm_thread`)."""
     ring = config.is_collective
     devices, intra = devices_and_intra_link(args, topology)
-    if args.own_nics and args.colocated == 1:
-        raise ConfigError(
-            "--own-nics: only with --colocated above 1 (a worker alone on its host has the "
-            "host's NIC to itself)"
-        )
+    # --own-nics with one worker per host and no server there changes nothing, and is taken
+    # all the same: one command line then describes a whole sweep over W (W = 1 included).
     changes: dict[str, Any] = {
         "devices_per_host": devices,
         "intra_bandwidth_bps": intra,
@@ -169,6 +169,8 @@ def apply_host_options(
         changes["server_host"] = args.server_host
     elif topology is not None and topology.server_host is not None and not ring:
         changes["server_host"] = topology.server_host
+    if args.own_nics and changes.get("server_host") is not None:
+        changes["server_nic"] = "own"  # the servers' process has its link, as the workers'
     if topology is not None:
         if getattr(args, "flow_cap", None) is None:
             changes["flow_cap_bps"] = topology.flow_cap_bps

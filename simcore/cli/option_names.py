@@ -49,6 +49,7 @@ OPTION_OF: dict[str, str] = {
     "devices_per_host": "--devices-per-host",
     "intra_bandwidth_bps": "--intra-bandwidth",
     "server_host": "--server-host",
+    "server_nic": "--own-nics",
     "colocated_workers": "--colocated",
     "host_cpu_cores": "--host-cores",
     "worker_cpu_cores": "--worker-cores",

@@ -18,6 +18,7 @@ from simcore.trace.io import save_trace
 from simcore.trace.summary import summarize
 
 MAX_PROFILE_STEPS = 10_000  # --steps and --warmup: more is hours of profiling and a huge trace
+MAX_PROFILE_THREADS = 1024  # --threads: far beyond any host's cores (torch fails on absurd ones)
 # The options of a profile, which --list-models does not use: None until given, so that one given
 # beside it is refused (guards.refuse_given) rather than ignored; then these defaults.
 PROFILE_DEFAULTS: dict[str, object] = {
@@ -57,6 +58,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--num-classes", type=int, help="classes of the synthetic labels")
     parser.add_argument("--seed", type=int, help="seed of the synthetic data (default 0)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch's intra-op threads while profiling (default: torch's, one per core); give "
+        "the threads each worker will have, e.g. 1 for 2 workers sharing a 2-core host",
+    )
     parser.add_argument("-o", "--out", help="output trace file (.json, or .json.gz compressed)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list_models:  # it profiles nothing: an option of a profile would do nothing
         refuse_given(
             args,
-            [*PROFILE_DEFAULTS, "input_shape", "num_classes", "out", "force", "json"],
+            [*PROFILE_DEFAULTS, "input_shape", "num_classes", "threads", "out", "force", "json"],
             "not with --list-models (it lists the built-in models and profiles nothing)",
         )
         from profilers.models import MODELS  # torch loads here, only for this command
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{option}: {value} steps is more than the {MAX_PROFILE_STEPS} sgdsim profiles"
             )
+    _check_threads(args.threads)
     from profilers import models  # torch loads here, only for this command
 
     factory_path = args.model_path or (args.model if ":" in (args.model or "") else None)
@@ -127,12 +135,26 @@ def run(args: argparse.Namespace) -> int:
         points, context = trace_show_document(trace, summary)
         print_json(args, "profile", points, context={**context, "written": str(path)})
         return 0
+    threads = trace.metadata.host.get("torch_threads")
     print(
         f"wrote {path}: {summary.n_layers} layers, {len(trace.ops)} ops/step, "
         f"{trace.n_steps} steps; forward {fwd * 1e3:.2f} ms, backward {bwd * 1e3:.2f} ms, "
-        f"fixed overhead {overhead * 1e3:.2f} ms per step"
+        f"fixed overhead {overhead * 1e3:.2f} ms per step; {threads} torch thread(s)"
     )
     return 0
+
+
+def _check_threads(threads: int | None) -> None:
+    """ConfigError naming ``--threads`` unless it is None (torch's default) or 1..the maximum."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ConfigError(f"--threads: must be an integer >= 1, got {threads}")
+    if threads > MAX_PROFILE_THREADS:
+        raise ConfigError(
+            f"--threads: {threads} is more than the {MAX_PROFILE_THREADS} threads sgdsim "
+            "profiles with"
+        )
 
 
 def _profile(args: argparse.Namespace, model: Any, name: str, shape: tuple[int, ...] | None) -> Any:
@@ -150,4 +172,5 @@ def _profile(args: argparse.Namespace, model: Any, name: str, shape: tuple[int, 
         model_name=name,
         seed=args.seed,
         progress=Progress(f"profiling {name}", "steps", enabled=not args.quiet),
+        threads=args.threads,
     )

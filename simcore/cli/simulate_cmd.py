@@ -647,6 +647,8 @@ def _host_lines(c: SimulationConfig, trace: Trace, sources: Mapping[str, str]) -
         elif c.worker_cpu_cores is not None:
             cpu += f"; one worker's computation holds {c.worker_cpu_cores:g} cores ({cores_source})"
         lines.append(f"hosts      {c.colocated_workers} worker(s) per host{cpu}")
+    if c.server_host is not None:
+        lines.append(f"servers    {_server_text(c)}")
     if c.comm_thread_s_per_step > 0:
         where = (
             "on the cores the computation leaves"
@@ -670,6 +672,21 @@ def _host_lines(c: SimulationConfig, trace: Trace, sources: Mapping[str, str]) -
         caps = c.flow_cap_bps if isinstance(c.flow_cap_bps, tuple) else (c.flow_cap_bps,)
         lines.append(f"flow cap   {', '.join(sorted({format_bandwidth(v) for v in caps}))}")
     return lines
+
+
+def _server_text(c: SimulationConfig) -> str:
+    """Where the parameter servers run, when on a training host: its network, its cores."""
+    host = f"host {c.server_host}" if c.colocated_workers > 1 else f"worker {c.server_host}'s host"
+    if c.server_nic == "own":
+        nic = "with a NIC of their own"
+    else:
+        nic = "sharing its NIC (its workers' transfers to them take no time)"
+    cpu = (
+        f"; their updates share its {c.host_cpu_cores:g} CPU cores"
+        if c.host_cpu_cores is not None
+        else "; their updates on cores of their own"
+    )
+    return f"on {host}, {nic}{cpu}"
 
 
 def _components(result: SimulationResult) -> list[str]:

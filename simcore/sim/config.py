@@ -34,6 +34,7 @@ JITTERS = ("none", "resample", "exponential")
 PLACEMENTS = ("greedy", "round-robin")
 OVERLAPS = ("layerwise", "none")
 PARSE_PLACEMENTS = ("after", "pipelined")
+SERVER_NICS = ("shared", "own")  # a server on a training host: that host's network, or its own
 HYBRID = "hybrid"
 MAX_SERVERS = 1024  # parameter servers; far more than layers of real models, and quick to place
 
@@ -133,9 +134,16 @@ class SimulationConfig:
         and it broadcasts the new parameters inside the host. 1 = one device per worker (flat).
     intra_bandwidth_bps : the intra-host link between a host's devices (NVLink, PCIe), bit/s;
         needed when ``devices_per_host > 1``.
-    server_host : the worker (with ``devices_per_host > 1``: the host) whose machine also runs the
-        parameter servers: its transfers to them stay on the machine and take no time (latency
-        and parsing still apply); None = the servers have machines of their own.
+    server_host : the host whose machine also runs the parameter servers (by default a host is
+        one worker; with ``devices_per_host > 1`` a host of G devices; with
+        ``colocated_workers = k`` host h holds workers ``h*k .. h*k+k-1``); None = the servers
+        have machines of their own. With ``host_cpu_cores`` the servers' updates (and their
+        parsing) share that host's cores with its workers' computation. See ``server_nic``.
+    server_nic : with ``server_host``, whether the servers use their host's network
+        (``"shared"``: the transfers between them and that host's workers stay on the machine
+        and take no time, latency and parsing still apply) or have a NIC of their own
+        (``"own"``: a container or VM per process, the emulated testbed's link per rank; every
+        worker's transfers, that host's included, cross the servers' link as usual).
     colocated_workers : worker processes per host (workers 0..k-1 on the first host, and so on);
         with ``host_cpu_cores`` they share the host's CPU. 1 = every worker has its own host.
     host_cpu_cores : CPU cores per host shared by its co-located workers' computation (processor
@@ -223,6 +231,7 @@ class SimulationConfig:
     devices_per_host: int = 1
     intra_bandwidth_bps: float | None = None
     server_host: int | None = None
+    server_nic: str = "shared"
     colocated_workers: int = 1
     host_cpu_cores: float | None = None
     worker_cpu_cores: float | None = None
@@ -298,6 +307,15 @@ class SimulationConfig:
     def host_of(self, worker: int) -> int:
         """The host of ``worker`` (co-located workers fill hosts in index order)."""
         return worker // self.colocated_workers
+
+    def server_is_local(self, worker: int) -> bool:
+        """Whether ``worker``'s transfers to the servers stay on its machine (the servers run on
+        its host and share the host's network: ``server_nic="shared"``)."""
+        return (
+            self.server_host is not None
+            and self.server_nic == "shared"
+            and self.host_of(worker) == self.server_host
+        )
 
     @property
     def hosts(self) -> int:
@@ -567,17 +585,26 @@ def _validate_ddp(config: SimulationConfig) -> None:
 
 
 def _validate_server_host(config: SimulationConfig) -> None:
-    host = config.server_host
+    host, nic = config.server_host, config.server_nic
+    _one_of("server_nic", nic, SERVER_NICS)
     if host is None:
+        if nic != "shared":
+            raise ConfigError(
+                f"server_nic: {nic!r} needs server_host (servers on machines of their own have "
+                "their own NICs already)"
+            )
         return
-    if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host < config.workers:
-        raise ConfigError(
-            f"server_host: must be a worker index 0..{config.workers - 1}, got {host!r}"
+    if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host < config.hosts:
+        k, last = config.colocated_workers, config.hosts - 1
+        # One worker per host (the default): a host is a worker, and is named so.
+        where = (
+            f"host index 0..{last} ({config.workers} workers, {k} per host)"
+            if k > 1
+            else f"worker index 0..{last}"
         )
+        raise ConfigError(f"server_host: must be a {where}, got {host!r}")
     if config.arch != "ps":
         raise ConfigError(f"server_host: arch={config.arch!r} has no parameter servers")
-    if config.colocated_workers > 1:
-        raise ConfigError("server_host: not with colocated_workers > 1")
 
 
 def _validate_host_cpu(config: SimulationConfig) -> None:

@@ -397,10 +397,18 @@ class Engine:
         hold_s = 0.0
         if ring and not self.config.ring_pipelined:
             hold_s = ring_latency_s(self.config.latency_s, self.config.workers)
+        local = self.config.server_is_local(w)
+        server_cpu = self._server_cpu()
         for i, spec in enumerate(dag.slots):
             sid = slot_offset + i
-            if spec.is_network and w == self.config.server_host:
+            if spec.is_network and local:
                 slots.append(DelaySlot(env, state, sid))  # on the server's machine: no network
+            elif spec.resource == Resource.PS.value and server_cpu is not None:
+                # The servers' work for this worker (updates, parsing) on their host's cores,
+                # beside that host's workers' computation, with the cores a profiled op held.
+                cores = self.config.worker_cores
+                assert cores is not None  # host_cpus exist only then
+                slots.append(SharedComputeSlot(env, state, sid, server_cpu, cores))
             elif spec.is_network:
                 queue = make_stream_scheduler(self.config.scheduler, context)
                 slots.append(
@@ -425,6 +433,13 @@ class Engine:
         state.offers = [slots[s].offer for s in dag.slot_of]
         state.on_step_end = self._on_step_end
         return state
+
+    def _server_cpu(self) -> Link | None:
+        """The host CPU the parameter servers compute on: their host's, when they run on a
+        training host whose cores are shared (``server_host``, ``host_cpu_cores``); None: a
+        core of their own per worker (SEMANTICS.md)."""
+        host = self.config.server_host
+        return self.host_cpus[host] if host is not None and self.host_cpus else None
 
     # ----------------------------------------------------------------- running
     def _durations(self, w: int) -> list[float]:
