@@ -15,14 +15,10 @@ round trips of the largest message, less what the rank spends idle over as long 
 after, asleep), per byte the rank sent and received; the profile keeps the mean of the two ranks
 (:class:`simcore.network_effects.TransferCpu`, the simulator's ``comm_cpu_s_per_byte``).
 
-By default both ranks are spawned on this machine and talk over loopback. Between two hosts, run it
-on each with ``--rank 0`` / ``--rank 1`` and the same ``--master-addr`` and ``--master-port``
-(``python -m profilers.netprofile`` is ``sgdsim network measure``,
-:mod:`profilers.network_measure`)::
-
-    python -m profilers.netprofile -o loopback.json
-    python -m profilers.netprofile --rank 0 --master-addr 10.0.0.1 --master-port 29555 -o net.json
-    python -m profilers.netprofile --rank 1 --master-addr 10.0.0.1 --master-port 29555
+Both ranks are spawned on this machine and talk over loopback (``python -m profilers.netprofile``
+is ``sgdsim network measure``, :mod:`profilers.network_measure`); between the user's hosts,
+:mod:`profilers.cluster_measure` measures instead. With ``rank`` (0 or 1) this process is one of
+two ranks joining at ``master_addr:master_port``.
 
 Time is bounded: ``timeout_s`` limits the rendezvous and every gloo operation, and the parent ends
 the measurement with a ProfilingError when a spawned rank dies or makes no progress for that long;

@@ -21,8 +21,9 @@ records:
 ``--no-sharing``, ``--no-cpu``, ``--no-ring`` and ``--no-duplex`` (both measurements of 4)
 skip the slower parts; ``--keep-fit PROFILE`` keeps a profile's fit and CPU cost and measures
 only 2 to 4 (those not skipped) again.
-Between two hosts (``--rank``) only 1 is measured: 2 to 4 would measure this host's loopback,
-not the link.
+Between the user's hosts (``--rank``/``--world-size``, or torchrun's ``RANK``/``WORLD_SIZE``
+environment) everything is measured between them instead, by
+:mod:`profilers.cluster_measure`, with message sizes adapted to the link.
 
 This module imports torch only when a measurement runs, so that the command line can take its
 options from here without loading torch.
@@ -32,17 +33,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from profilers.cluster_measure import ClusterOptions, World, measure_cluster, world_from
 from simcore.errors import ConfigError, SgdsimError
 from simcore.network import NetworkProfile, network_profile_table
 from simcore.network_effects import Duplex, DuplexInterference, FlowSharing, RingGoodput
 from simcore.network_io import load_network_profile, save_network_profile
 from simcore.units import format_bandwidth, format_bytes, format_seconds, parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from profilers.link_sharing import LinkSharingReport
 
 __all__ = [
     "MeasureOptions",
@@ -70,15 +76,16 @@ class MeasureOptions:
     repeats: int = 20
     warmup: int = 5
     timeout_s: float = 60.0
-    rank: int | None = None
-    master_addr: str = "127.0.0.1"
-    master_port: int | None = None
+    # Between the user's hosts (None: both ends here, over loopback; then every effect is
+    # this machine's). Only the fit's options below apply there, with its own defaults.
+    world: World | None = None
+    size_time_s: float = 0.05  # between hosts: sizes double until one transfer takes this long
     ifname: str | None = None
     cpu_repeats: int = 10  # 0: no transfer CPU cost
     sharing: bool = True
     sharing_seconds: float = 0.1  # one flow alone, at the fitted bandwidth
     sharing_repeats: int = 3
-    ring_max: int = 4  # < 2: no ring goodput
+    ring_max: int | None = 4  # < 2: no ring goodput; None: every rank (between hosts)
     ring_repeats: int = 5
     duplex: bool = True
     note: str = ""  # added to every method text, e.g. "the machine was busy with other jobs"
@@ -97,9 +104,28 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, help="timed round trips per size (20)")
     parser.add_argument("--warmup", type=int, help="untimed round trips per size (5)")
     parser.add_argument("--timeout", default="60s", help="rendezvous/operation limit (60s)")
-    parser.add_argument("--rank", type=int, choices=(0, 1), help="run one rank (two hosts)")
-    parser.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
-    parser.add_argument("--master-port", type=int, help="port of rank 0 (needed with --rank)")
+    parser.add_argument(
+        "--rank",
+        type=int,
+        help="this process's rank among --world-size processes on your hosts (default: RANK "
+        "from the environment, as torchrun sets it; neither: both ends here over loopback)",
+    )
+    parser.add_argument(
+        "--world-size",
+        type=int,
+        help="processes measuring, one per host (default: WORLD_SIZE, else 2); rank 0 plays "
+        "the parameter server",
+    )
+    parser.add_argument(
+        "--master-addr", help="address of rank 0 (default: MASTER_ADDR, else 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--master-port", type=int, help="port of rank 0 (default: MASTER_PORT; needed with --rank)"
+    )
+    parser.add_argument(
+        "--size-time",
+        help="between hosts: message sizes double until one transfer takes this long (50ms)",
+    )
     parser.add_argument("--ifname", help="network interface for gloo (GLOO_SOCKET_IFNAME)")
     parser.add_argument(
         "--cpu-repeats",
@@ -114,8 +140,8 @@ def add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ring-max",
         type=int,
-        default=4,
-        help="measure a ring AllReduce's goodput for W = 2..N ranks (default 4)",
+        help="measure a ring AllReduce's goodput for W = 2..N ranks (default: every rank "
+        "between hosts, 4 over loopback)",
     )
     parser.add_argument("--no-ring", action="store_true", help="skip the ring AllReduce goodput")
     parser.add_argument(
@@ -144,6 +170,14 @@ PING_PONG_OPTIONS = {
     "warmup": MeasureOptions.warmup,
     "cpu_repeats": MeasureOptions.cpu_repeats,
 }
+# Between hosts the sizes stop growing at --size-time and each size gets as many round trips as
+# fit in about a second (at most --repeats): fewer warm-ups and CPU round trips keep a slow
+# link's measurement under a minute (profilers.cluster_measure).
+CLUSTER_DEFAULTS = {
+    **PING_PONG_OPTIONS,
+    "warmup": ClusterOptions.warmup,
+    "cpu_repeats": ClusterOptions.cpu_repeats,
+}
 
 
 def options_from_args(args: argparse.Namespace) -> MeasureOptions:
@@ -168,20 +202,28 @@ def options_from_args(args: argparse.Namespace) -> MeasureOptions:
                 "--keep-fit: with --no-sharing, --no-ring and --no-duplex nothing is left to "
                 "measure"
             )
-    value = {key: PING_PONG_OPTIONS[key] if v is None else v for key, v in given.items()}
+    world = world_from(args.rank, args.world_size, args.master_addr, args.master_port, os.environ)
+    defaults = PING_PONG_OPTIONS if world is None else CLUSTER_DEFAULTS
+    value = {key: defaults[key] if v is None else v for key, v in given.items()}
+    if args.size_time is not None and world is None:
+        raise ConfigError("--size-time: only between hosts (with --rank or RANK)")
+    if args.keep_fit is not None and world is not None:
+        raise ConfigError("--keep-fit: measures this host's effects; not with --rank or RANK")
+    ring_max = args.ring_max
+    if ring_max is None and world is None:
+        ring_max = 4
     options = MeasureOptions(
         min_nbytes=parse_size(value["min_size"], name="--min-size"),
         max_nbytes=parse_size(value["max_size"], name="--max-size"),
         repeats=value["repeats"],
         warmup=value["warmup"],
         timeout_s=parse_duration(args.timeout, name="--timeout", default_unit="s"),
-        rank=args.rank,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
+        world=world,
+        size_time_s=parse_duration(args.size_time or "50ms", name="--size-time"),
         ifname=args.ifname,
         cpu_repeats=0 if args.no_cpu else value["cpu_repeats"],
         sharing=not args.no_sharing,
-        ring_max=0 if args.no_ring else args.ring_max,
+        ring_max=0 if args.no_ring else ring_max,
         duplex=not args.no_duplex,
         note=args.note,
         keep_fit=args.keep_fit,
@@ -197,9 +239,7 @@ def options_from_args(args: argparse.Namespace) -> MeasureOptions:
     ):
         if number < low:
             raise ConfigError(f"{option}: must be an integer >= {low}, got {number}")
-    if args.rank is not None and args.master_port is None:
-        raise ConfigError("--master-port: needed with --rank (the port rank 0 listens on)")
-    if not args.no_ring and args.ring_max < 2:
+    if not args.no_ring and ring_max is not None and ring_max < 2:
         raise ConfigError(
             f"--ring-max: must be >= 2 (rings of 2..N ranks; --no-ring skips them), got "
             f"{args.ring_max}"
@@ -224,9 +264,9 @@ def measure_profile(
     from profilers.netprofile import doubling_sizes, measure_network
 
     tell = say or (lambda _line: None)
+    if options.world is not None:
+        return measure_cluster(options.world, cluster_options(options), tell)
     if options.keep_fit is not None:
-        if options.rank is not None:
-            raise ConfigError("--keep-fit: measures this host's effects; not with --rank")
         kept = load_network_profile(options.keep_fit)
         tell(f"kept the fit and transfer CPU cost of {options.keep_fit}")
         return _with_effects(dataclasses.replace(kept, source="<memory>"), options, tell)
@@ -234,9 +274,6 @@ def measure_profile(
         doubling_sizes(options.min_nbytes, options.max_nbytes),
         repeats=options.repeats,
         warmup=options.warmup,
-        master_addr=options.master_addr,
-        master_port=options.master_port,
-        rank=options.rank,
         timeout_s=options.timeout_s,
         progress=progress,
         ifname=options.ifname,
@@ -249,9 +286,27 @@ def measure_profile(
         profile = dataclasses.replace(
             profile, transfer_cpu=dataclasses.replace(cpu, method=_noted(cpu.method, options.note))
         )
-    if options.rank is not None:
-        return profile  # the rest would measure this host's loopback, not the link
     return _with_effects(profile, options, tell)
+
+
+def cluster_options(options: MeasureOptions) -> ClusterOptions:
+    """What of ``options`` a measurement between hosts uses."""
+    return ClusterOptions(
+        min_nbytes=options.min_nbytes,
+        max_nbytes=options.max_nbytes,
+        size_time_s=options.size_time_s,
+        repeats=options.repeats,
+        warmup=options.warmup,
+        timeout_s=options.timeout_s,
+        ifname=options.ifname,
+        cpu_repeats=options.cpu_repeats,
+        sharing=options.sharing,
+        sharing_repeats=options.sharing_repeats,
+        ring_max=options.ring_max,
+        ring_repeats=options.ring_repeats,
+        duplex=options.duplex,
+        note=options.note,
+    )
 
 
 def _with_effects(profile: NetworkProfile, options: MeasureOptions, tell: Say) -> NetworkProfile:
@@ -267,7 +322,7 @@ def _with_effects(profile: NetworkProfile, options: MeasureOptions, tell: Say) -
             say=tell,
         )
         profile = dataclasses.replace(profile, flow_sharing=sharing)
-    if options.ring_max >= 2:
+    if options.ring_max is not None and options.ring_max >= 2:
         ring = ring_effect(
             options.ring_max,
             bandwidth_bps=profile.bandwidth_bps,
@@ -317,6 +372,16 @@ def flow_sharing_effect(
         timeout_s=timeout_s,
         shaped=shaped,
     )
+    where = f"a link shaped to {format_bandwidth(rate_bps)} (tc tbf)" if shaped else "loopback"
+    return flow_sharing_of(report, where, repeats, note, tell)
+
+
+def flow_sharing_of(
+    report: LinkSharingReport, where: str, repeats: int, note: str, tell: Say
+) -> FlowSharing | None:
+    """The effect a :class:`~profilers.link_sharing.LinkSharingReport` measured ``where``
+    (for its method text) shows; None (and ``tell`` says why) when its flows did not behave as
+    sharing one bottleneck."""
     implausible = report.implausible_ratios()
     if implausible:
         tell(
@@ -326,7 +391,6 @@ def flow_sharing_effect(
             "on a quieter machine, or give --flow-weight-cv when predicting"
         )
         return None
-    where = f"a link shaped to {format_bandwidth(rate_bps)} (tc tbf)" if shaped else "loopback"
     method = (
         f"profilers.link_sharing over {where}: 1, 2 and 4 TCP flows of "
         f"{report.trials[0].nbytes} B started together and pairs started half a flow apart, "
@@ -364,7 +428,7 @@ def ring_effect(
     (:func:`profilers.distributed.ring_goodput.ring_model_terms`), and a rank's CPU per byte it
     sends or receives, from the ring of two's ranks' CPU time
     (:meth:`~profilers.distributed.ring_goodput.RingGoodput.cpu_costs`)."""
-    from profilers.distributed.ring_goodput import measure_ring_goodput, ring_model_terms
+    from profilers.distributed.ring_goodput import measure_ring_goodput
 
     tell = say or (lambda _line: None)
     rings = []
@@ -383,11 +447,28 @@ def ring_effect(
         if link_rate_bps is None
         else f"every node's link shaped to {format_bandwidth(link_rate_bps)} (tc tbf)"
     )
-    sizes = f"{format_bytes(min(RING_LAYER_NBYTES))} to {format_bytes(max(RING_LAYER_NBYTES))}"
+    return ring_goodput_of(rings, where, bandwidth_bps, repeats, note, tell)
+
+
+def ring_goodput_of(
+    rings: Sequence[Any],
+    where: str,
+    bandwidth_bps: float | None,
+    repeats: int,
+    note: str,
+    tell: Say,
+) -> RingGoodput:
+    """The effect measured rings (:class:`profilers.distributed.ring_goodput.RingGoodput`, one
+    per W, all of the same layers) show, measured ``where`` (for the method text); with the
+    profile's one-flow ``bandwidth_bps``, the simulator's ring terms too (:func:`ring_effect`)."""
+    from profilers.distributed.ring_goodput import ring_model_terms
+
+    layers = rings[0].layer_nbytes
+    sizes = f"{format_bytes(min(layers))} to {format_bytes(max(layers))}"
     method = (
         f"profilers.distributed.ring_goodput over {where}: gloo all_reduce of "
-        f"{len(RING_LAYER_NBYTES)} float32 buffers of {sizes} "
-        f"({format_bytes(sum(RING_LAYER_NBYTES))}) back to back, median of {repeats} after 2 "
+        f"{len(layers)} float32 buffers of {sizes} "
+        f"({format_bytes(sum(layers))}) back to back, median of {repeats} after 2 "
         "warm-up; goodput = 2(W-1)/W * 8 * bytes / time"
     )
     points = tuple((r.workers, r.goodput_bps()) for r in rings)

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from simcore.errors import ConfigError, ProfilingError
 from simcore.network_effects import (
     EFFECT_KEYS,
@@ -49,6 +51,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUPPORTED_SCHEMA_VERSIONS",
     "NetworkProfile",
+    "fit_errors",
     "fit_linear_transfer",
     "fit_network_profile",
     "network_profile_from_dict",
@@ -102,6 +105,10 @@ class NetworkProfile:
     duplex_interference : DuplexInterference or None
         How much each direction of a server's link slows beside the other's transfers (version
         5); where present it is the model used for the two directions, not ``duplex``.
+    latency_se_s, bandwidth_se_bps : float or None
+        The fit's standard errors (bootstrap over each size's repetitions), where the
+        measurement estimated them; informational (the simulator uses the fit itself), so a
+        reader that does not know them loses nothing.
     source : str
         The file it was loaded from, for messages; not serialized.
     schema_version : int
@@ -123,6 +130,8 @@ class NetworkProfile:
     ring_goodput: RingGoodput | None = None
     duplex: Duplex | None = None
     duplex_interference: DuplexInterference | None = None
+    latency_se_s: float | None = None
+    bandwidth_se_bps: float | None = None
     source: str = "<memory>"
     schema_version: int = SCHEMA_VERSION
 
@@ -238,6 +247,26 @@ def fit_linear_transfer(
     return latency_s, 8.0 / slope, 1.0 - ss_res / ss_tot
 
 
+def fit_errors(
+    repetitions: Sequence[tuple[int, Sequence[float]]], resamples: int = 200, seed: int = 0
+) -> tuple[float, float]:
+    """Standard errors of :func:`fit_linear_transfer`'s latency and bandwidth when each size's
+    time is the median of its repetitions: ``(nbytes, one-way times)`` per size, resampled
+    with replacement ``resamples`` times (seeded), refitted, and the spread of the fits.
+
+    It covers the timing noise within each size, not a drift of the link between sizes."""
+    rng = np.random.default_rng(seed)
+    sizes = [n for n, _ in repetitions]
+    times = [np.asarray(t, dtype=float) for _, t in repetitions]
+    latencies, bandwidths = [], []
+    for _ in range(resamples):
+        medians = [float(np.median(rng.choice(t, size=len(t)))) for t in times]
+        latency_s, bandwidth_bps, _ = fit_linear_transfer(sizes, medians)
+        latencies.append(latency_s)
+        bandwidths.append(bandwidth_bps)
+    return float(np.std(latencies, ddof=1)), float(np.std(bandwidths, ddof=1))
+
+
 def fit_network_profile(
     samples: Sequence[tuple[int, float]],
     *,
@@ -280,6 +309,12 @@ def network_profile_table(profile: NetworkProfile) -> str:
         f"latency {format_seconds(profile.latency_s)}, "
         f"bandwidth {format_bandwidth(profile.bandwidth_bps)}, r² {r_squared}"
     )
+    if profile.bandwidth_se_bps is not None and profile.latency_se_s is not None:
+        lines.append(
+            f"standard errors: latency {format_seconds(profile.latency_se_s)}, bandwidth "
+            f"{format_bandwidth(profile.bandwidth_se_bps)} "
+            f"({profile.bandwidth_se_bps / profile.bandwidth_bps:.1%})"
+        )
     lines.extend(effect_lines(profile))
     note = profile_note(profile)
     if note:
@@ -381,6 +416,9 @@ def network_profile_to_dict(profile: NetworkProfile) -> dict[str, Any]:
     }
     if profile.r_squared is not None:
         data["r_squared"] = profile.r_squared
+    for key in ("latency_se_s", "bandwidth_se_bps"):
+        if getattr(profile, key) is not None:
+            data[key] = getattr(profile, key)
     data.update({key: getattr(profile, key) for key in _TEXT_FIELDS})
     data["samples"] = [{"nbytes": n, "time_s": t} for n, t in profile.samples]
     for key in EFFECT_KEYS:
@@ -439,6 +477,11 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
     if data.get("r_squared") is not None:
         r_squared = check.number(data, "r_squared", "top level", "<= 1", lambda v: v <= 1)
     texts = {key: _text(check, data, key) for key in _TEXT_FIELDS}
+    errors = {
+        key: check.number(data, key, "top level", ">= 0", non_negative)
+        for key in ("latency_se_s", "bandwidth_se_bps")
+        if data.get(key) is not None
+    }
     return NetworkProfile(
         latency_s=check.number(data, "latency_s", "top level", ">= 0 (seconds)", non_negative),
         bandwidth_bps=check.number(
@@ -457,6 +500,7 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
         ring_goodput=ring,
         duplex=duplex,
         duplex_interference=interference,
+        **errors,
         schema_version=version,
     )
 

@@ -108,9 +108,14 @@ class InterferenceReport:
             "pull beside one push": statistics.median(self.pull_s["one each"]) / pull,
             "push beside one pull": statistics.median(self.push_s["one each"]) / push,
         }
-        for k in (2, 3):
-            out[f"pull against {k}"] = statistics.median(self.pull_s[f"pull against {k}"]) / pull
-            out[f"push against {k}"] = statistics.median(self.push_s[f"push against {k}"]) / push
+        for k in (2, 3):  # as many as were timed (a cluster of few ranks has fewer workers)
+            for direction, times, alone in (
+                ("pull", self.pull_s, pull),
+                ("push", self.push_s, push),
+            ):
+                key = f"{direction} against {k}"
+                if key in times:
+                    out[key] = statistics.median(times[key]) / alone
         return out
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "measure_ring_goodput",
     "ring_goodput_text",
     "ring_model_terms",
+    "time_ring",
 ]
 
 _GRACE_S = 10.0  # beyond gloo's own timeout, before the parent gives up on a silent rank
@@ -271,27 +272,38 @@ def _rank_main(
 ) -> None:
     try:
         dist = join_gloo_group(rank, workers, init, timeout_s, cluster)
-        import torch
-
-        buffers = [torch.ones(n // 4) for n in sizes]
-        flat = [torch.ones(sum(n // 4 for n in sizes))]  # the same bytes in one all-reduce
-        times: list[float] = []
-        cpu: list[float] = []
-        flat_cpu: list[float] = []
-        for repetition in range(warmup + repeats):
-            for reduced, cpus in ((buffers, cpu), (flat, flat_cpu)):
-                dist.barrier()
-                start, start_cpu = time.perf_counter(), time.process_time()
-                pending = [dist.all_reduce(b, async_op=True) for b in reduced]
-                for work in pending:
-                    work.wait()
-                if repetition >= warmup:
-                    cpus.append(time.process_time() - start_cpu)
-                    if reduced is buffers:
-                        times.append(time.perf_counter() - start)
+        times, cpu, flat_cpu = time_ring(dist, sizes, repeats, warmup)
         dist.barrier()
         dist.destroy_process_group()
         results.put(("times", rank, (times, cpu, flat_cpu)))
     except (SgdsimError, RuntimeError, OSError) as err:
         results.put(("error", rank, str(err)))
         raise SystemExit(1) from err
+
+
+def time_ring(
+    dist: Any, sizes: Sequence[int], repeats: int, warmup: int, group: Any = None
+) -> tuple[list[float], list[float], list[float]]:
+    """In a rank of ``group`` (None: the whole gloo group): all-reduce float32 buffers of
+    ``sizes`` back to back, then the same bytes as one buffer, ``warmup + repeats`` times;
+    this rank's time of each timed repetition of the layers, and its CPU time (all threads)
+    of the layers' and of the single buffer's. Every rank of ``group`` must call it."""
+    import torch
+
+    buffers = [torch.ones(n // 4) for n in sizes]
+    flat = [torch.ones(sum(n // 4 for n in sizes))]  # the same bytes in one all-reduce
+    times: list[float] = []
+    cpu: list[float] = []
+    flat_cpu: list[float] = []
+    for repetition in range(warmup + repeats):
+        for reduced, cpus in ((buffers, cpu), (flat, flat_cpu)):
+            dist.barrier(group=group)
+            start, start_cpu = time.perf_counter(), time.process_time()
+            pending = [dist.all_reduce(b, async_op=True, group=group) for b in reduced]
+            for work in pending:
+                work.wait()
+            if repetition >= warmup:
+                cpus.append(time.process_time() - start_cpu)
+                if reduced is buffers:
+                    times.append(time.perf_counter() - start)
+    return times, cpu, flat_cpu

@@ -3,8 +3,9 @@
 A pattern says, for each worker, whether it pushes ``nbytes`` to the server, pulls ``nbytes``
 from it, or both, all started together after a barrier. Each repetition is timed two ways: the
 server's span from that barrier to the one after every transfer has arrived, and each transfer's
-end where it is received (the server for a push, the worker for a pull), from the server's start
-(``time.perf_counter`` is one clock for the whole machine). The duplex measurement
+end where it is received (the server for a push, the worker for a pull), from the receiving
+rank's own start of the repetition (after the same barrier), so that ranks on hosts without a
+common clock time it alike. The duplex measurement
 (:mod:`profilers.distributed.link_duplex`) reads the spans, the interference measurement
 (:mod:`profilers.distributed.link_interference`) the ends.
 
@@ -26,7 +27,7 @@ from profilers.distributed.testbed import Testbed, available_cores
 from profilers.netns_cluster import EmulatedCluster
 from simcore.errors import SgdsimError
 
-__all__ = ["PatternTimes", "Plan", "time_patterns"]
+__all__ = ["PatternTimes", "Plan", "pattern_times", "run_patterns", "time_patterns"]
 
 _GRACE_S = 10.0
 
@@ -67,6 +68,15 @@ def time_patterns(
         [(*args, cpus[rank]) for rank in range(world)],
         (timeout_s + _GRACE_S) * len(patterns),
     )
+    return pattern_times(patterns, per_rank)
+
+
+def pattern_times(
+    patterns: Mapping[str, Plan], per_rank: Sequence[Mapping[str, Mapping[str, Sequence[float]]]]
+) -> dict[str, PatternTimes]:
+    """Every pattern's times from what :func:`run_patterns` returned on each rank (in rank
+    order). A push ends on the server's clock, a pull on its worker's, each from that rank's
+    own start of the repetition (the ranks may be on hosts without a common clock)."""
     out = {}
     for name, plan in patterns.items():
         times = [rank_times[name] for rank_times in per_rank]
@@ -78,7 +88,7 @@ def time_patterns(
                 if push
             },
             {
-                w: _since(times[w]["pull"], times[0]["start"])
+                w: _since(times[w]["pull"], times[w]["start"])
                 for w, (_, pull) in enumerate(plan, start=1)
                 if pull
             },
@@ -105,29 +115,46 @@ def _rank_main(
 ) -> None:
     try:
         dist = join_gloo_group(rank, world, init, timeout_s, cluster, cpus)
-        import torch
-
-        payload = torch.ones(nbytes // 4)
-        inbox = [torch.empty(nbytes // 4) for _ in range(world)]
-        out: dict[str, dict[str, list[float]]] = {}
-        for name, plan in patterns.items():
-            times: dict[str, list[float]] = {}
-            for repetition in range(warmup + repeats):
-                dist.barrier()
-                start = time.perf_counter()
-                ends = _wait_each(_post(dist, rank, plan, payload, inbox))
-                dist.barrier()  # the repetition ends when every transfer has arrived
-                if repetition >= warmup:
-                    times.setdefault("start", []).append(start)
-                    times.setdefault("span", []).append(time.perf_counter() - start)
-                    for key, end in ends.items():
-                        times.setdefault(key, []).append(end)
-            out[name] = times
+        out = run_patterns(dist, rank, world, patterns, nbytes, repeats, warmup)
         dist.destroy_process_group()
         results.put(("times", rank, out))
     except (SgdsimError, RuntimeError, OSError) as err:
         results.put(("error", rank, str(err)))
         raise SystemExit(1) from err
+
+
+def run_patterns(
+    dist: Any,
+    rank: int,
+    world: int,
+    patterns: Mapping[str, Plan],
+    nbytes: int,
+    repeats: int,
+    warmup: int,
+) -> dict[str, dict[str, list[float]]]:
+    """In rank ``rank`` of a gloo group of ``world`` ranks (the server is rank 0; ranks beyond
+    a pattern's workers only join its barriers): run every pattern ``warmup + repeats`` times;
+    this rank's start, span and transfer ends (:func:`time.perf_counter`) of the timed ones,
+    for :func:`pattern_times`. Every rank of the group must call it."""
+    import torch
+
+    payload = torch.ones(nbytes // 4)
+    inbox = [torch.empty(nbytes // 4) for _ in range(world)]
+    out: dict[str, dict[str, list[float]]] = {}
+    for name, plan in patterns.items():
+        times: dict[str, list[float]] = {}
+        for repetition in range(warmup + repeats):
+            dist.barrier()
+            start = time.perf_counter()
+            ends = _wait_each(_post(dist, rank, plan, payload, inbox))
+            dist.barrier()  # the repetition ends when every transfer has arrived
+            if repetition >= warmup:
+                times.setdefault("start", []).append(start)
+                times.setdefault("span", []).append(time.perf_counter() - start)
+                for key, end in ends.items():
+                    times.setdefault(key, []).append(end)
+        out[name] = times
+    return out
 
 
 def _post(

@@ -31,8 +31,11 @@ def register(subparsers: Any) -> None:
         "concurrent flows share the link, a ring AllReduce's goodput for W = 2..--ring-max, and "
         "what a server's link carries with pulls and pushes at once (--no-cpu, --no-sharing, "
         "--no-ring, --no-duplex skip them). Without --rank both ranks run here over "
-        "loopback; between two hosts run it on both with --rank 0 / --rank 1 and the same "
-        "--master-addr and --master-port (the fit and the CPU cost only).",
+        "loopback. Between your hosts, launch one process per host as for a distributed job "
+        "(torchrun --nnodes N --nproc-per-node 1 --no-python sgdsim network measure -o net.json, "
+        "or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or --rank/--world-size/--master-addr/"
+        "--master-port): every part is then measured between the hosts, rank 0 playing the "
+        "parameter server, message sizes adapted to the link, and rank 0 writes the profile.",
     )
     add_measure_arguments(measure)
     add_output_options(measure, table=False)
@@ -46,13 +49,24 @@ def register(subparsers: Any) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    if args.out is not None:  # before torch loads and the measurement runs, not after
+    options = options_from_args(args)
+    writer = options.world is None or options.world.rank == 0  # between hosts: rank 0 writes
+    if args.out is not None and writer:  # before torch loads and the measurement runs
         check_output(args.out, "-o/--out", force=args.force)
+    loud = writer and not (args.quiet or args.json)
     profile = measure_profile(
-        options_from_args(args),
-        progress=Progress("network", "message sizes", enabled=not (args.quiet or args.json)),
-        say=None if args.quiet or args.json else lambda line: print(line, file=sys.stderr),
+        options,
+        progress=Progress("network", "message sizes", enabled=loud),
+        say=(lambda line: print(line, file=sys.stderr)) if loud else None,
     )
+    if not writer:
+        assert options.world is not None
+        if not args.quiet:
+            print(
+                f"rank {options.world.rank}: done; rank 0 "
+                + ("wrote the profile" if args.out else "printed the profile")
+            )
+        return 0
     if args.out:
         save_network_profile(profile, args.out, overwrite=args.force)
     if args.json:
