@@ -248,23 +248,38 @@ def fit_linear_transfer(
 
 
 def fit_errors(
-    repetitions: Sequence[tuple[int, Sequence[float]]], resamples: int = 200, seed: int = 0
+    repetitions: Sequence[tuple[int, Sequence[float]]], resamples: int = 400, seed: int = 0
 ) -> tuple[float, float]:
     """Standard errors of :func:`fit_linear_transfer`'s latency and bandwidth when each size's
-    time is the median of its repetitions: ``(nbytes, one-way times)`` per size, resampled
-    with replacement ``resamples`` times (seeded), refitted, and the spread of the fits.
-
-    It covers the timing noise within each size, not a drift of the link between sizes."""
+    time is the median of its repetitions (``(nbytes, one-way times)`` per size): a two-stage
+    bootstrap (seeded) that resamples the sizes, and each chosen size's repetitions, with
+    replacement, refits, and takes the spread of the fits (half their central 68 %). Resampling the sizes covers how far
+    the times stray from one line (a link's burst, a busy moment between sizes), which the
+    repetitions alone would not show."""
     rng = np.random.default_rng(seed)
     sizes = [n for n, _ in repetitions]
     times = [np.asarray(t, dtype=float) for _, t in repetitions]
     latencies, bandwidths = [], []
     for _ in range(resamples):
-        medians = [float(np.median(rng.choice(t, size=len(t)))) for t in times]
-        latency_s, bandwidth_bps, _ = fit_linear_transfer(sizes, medians)
+        chosen = rng.integers(len(sizes), size=len(sizes))
+        if len({sizes[i] for i in chosen}) < 2:
+            continue
+        medians = [float(np.median(rng.choice(times[i], size=len(times[i])))) for i in chosen]
+        try:
+            latency_s, bandwidth_bps, _ = fit_linear_transfer([sizes[i] for i in chosen], medians)
+        except ProfilingError:  # a resample without a growing time: no fit to count
+            continue
         latencies.append(latency_s)
         bandwidths.append(bandwidth_bps)
-    return float(np.std(latencies, ddof=1)), float(np.std(bandwidths, ddof=1))
+    if len(bandwidths) < 2:
+        return math.nan, math.nan
+    # Half the central 68 %, a standard deviation for normal spreads: a resample of mostly
+    # small sizes can put a slope near zero and a bandwidth far out, which would swamp the sd.
+    def spread(values: list[float]) -> float:
+        low, high = np.quantile(values, [0.16, 0.84])
+        return float(high - low) / 2
+
+    return spread(latencies), spread(bandwidths)
 
 
 def fit_network_profile(
