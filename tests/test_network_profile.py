@@ -693,8 +693,16 @@ def test_keep_fit_measures_only_the_effects_again(tmp_path: Path) -> None:
     assert ring.created_utc != (kept.ring_goodput.created_utc if kept.ring_goodput else "")
 
 
-def test_keep_fit_is_for_this_host_not_a_rank() -> None:
-    from profilers.network_measure import MeasureOptions, measure_profile
+def test_keep_fit_is_for_this_host_not_a_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
 
-    with pytest.raises(ConfigError, match=r"--keep-fit: .*not with --rank"):
-        measure_profile(MeasureOptions(keep_fit="loopback", rank=0))
+    from profilers.network_measure import add_measure_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_measure_arguments(parser)
+    # a rank from torchrun's environment counts as --rank
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    with pytest.raises(ConfigError, match=r"--keep-fit: .*not with --rank or RANK"):
+        options_from_args(parser.parse_args(["--keep-fit", "loopback"]))

@@ -7,9 +7,11 @@ The measuring is :mod:`profilers.network_measure`'s; torch loads only when ``mea
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
+from profilers.cluster_measure import world_from
 from profilers.network_measure import add_measure_arguments, measure_profile, options_from_args
 from simcore.cli.output_options import add_output_options
 from simcore.cli.progress import Progress
@@ -49,10 +51,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    options = options_from_args(args)
-    writer = options.world is None or options.world.rank == 0  # between hosts: rank 0 writes
-    if args.out is not None and writer:  # before torch loads and the measurement runs
+    world = world_from(args.rank, args.world_size, args.master_addr, args.master_port, os.environ)
+    writer = world is None or world.rank == 0  # between hosts rank 0 writes
+    if args.out is not None and writer:  # first: before the options' values, torch, the run
         check_output(args.out, "-o/--out", force=args.force)
+    options = options_from_args(args)
     loud = writer and not (args.quiet or args.json)
     profile = measure_profile(
         options,
@@ -60,10 +63,10 @@ def run_measure(args: argparse.Namespace) -> int:
         say=(lambda line: print(line, file=sys.stderr)) if loud else None,
     )
     if not writer:
-        assert options.world is not None
+        assert world is not None
         if not args.quiet:
             print(
-                f"rank {options.world.rank}: done; rank 0 "
+                f"rank {world.rank}: done; rank 0 "
                 + ("wrote the profile" if args.out else "printed the profile")
             )
         return 0
