@@ -253,9 +253,9 @@ def fit_errors(
     """Standard errors of :func:`fit_linear_transfer`'s latency and bandwidth when each size's
     time is the median of its repetitions (``(nbytes, one-way times)`` per size): a two-stage
     bootstrap (seeded) that resamples the sizes, and each chosen size's repetitions, with
-    replacement, refits, and takes the spread of the fits (half their central 68 %). Resampling the sizes covers how far
-    the times stray from one line (a link's burst, a busy moment between sizes), which the
-    repetitions alone would not show."""
+    replacement, refits, and takes the spread of the fits (half their central 68 %).
+    Resampling the sizes covers how far the times stray from one line (a link's burst, a busy
+    moment between sizes), which the repetitions alone would not show."""
     rng = np.random.default_rng(seed)
     sizes = [n for n, _ in repetitions]
     times = [np.asarray(t, dtype=float) for _, t in repetitions]
