@@ -273,6 +273,7 @@ def fit_errors(
         bandwidths.append(bandwidth_bps)
     if len(bandwidths) < 2:
         return math.nan, math.nan
+
     # Half the central 68 %, a standard deviation for normal spreads: a resample of mostly
     # small sizes can put a slope near zero and a bandwidth far out, which would swamp the sd.
     def spread(values: list[float]) -> float:
