@@ -19,6 +19,10 @@ on its emulated cluster (:mod:`profilers.network_measure` over loopback or netns
 5. rank 0's link with pulls and pushes at once (duplex, ranks 1..2) and, from 4 ranks on, how
    much each direction slows beside the other's transfers (interference, up to 4 workers).
 
+With several processes on a host (``--nproc-per-node`` above 1) the first rank of each host
+measures and the others leave, since two ranks of one host would measure the host, not the
+network; ranks all on one host measure its loopback together.
+
 Sizes follow the fitted bandwidth, so the defaults take well under a minute at 200 Mbit/s; each
 part says on stderr what it measured and how long it took. Rank 0 writes the profile; the other
 ranks print one line. Rank 0 plays the parameter server: put it on the host the server will run on.
@@ -53,7 +57,7 @@ from simcore.network_effects import (
 )
 from simcore.units import format_bandwidth, format_bytes, format_seconds
 
-__all__ = ["ClusterOptions", "World", "measure_cluster", "world_from"]
+__all__ = ["ClusterOptions", "World", "measure_cluster", "measuring_ranks", "world_from"]
 
 Say = Callable[[str], None]
 MIN_REPEATS = 5  # round trips per size, however slow the size
@@ -160,18 +164,20 @@ class ClusterOptions:
 
 def measure_cluster(
     world: World, options: ClusterOptions, say: Say | None = None
-) -> NetworkProfile:
+) -> NetworkProfile | None:
     """Join the world's gloo group and measure every part ``options`` ask for (module doc).
-    Every rank returns the same profile (rank 0's measurements, shared).
+    Every measuring rank returns the same profile (rank 0's measurements, shared); a rank
+    another rank of its host measures for (:func:`measuring_ranks`) returns None.
 
     Raises
     ------
     ConfigError : an option does not fit the world (a ring larger than it).
     ProfilingError : the group could not form, a rank failed or a part went wrong.
     """
-    ring_max = world.size if options.ring_max is None else options.ring_max
-    if ring_max > world.size:
-        raise ConfigError(f"--ring-max: at most the {world.size} ranks measuring, got {ring_max}")
+    if options.ring_max is not None and options.ring_max > world.size:
+        raise ConfigError(
+            f"--ring-max: at most the {world.size} ranks measuring, got {options.ring_max}"
+        )
     # Rank 0 speaks for all: the others' lines would repeat its own (every rank ends with the
     # same profile).
     tell = say if say is not None and world.rank == 0 else (lambda _line: None)
@@ -191,7 +197,7 @@ def measure_cluster(
     except (RuntimeError, ValueError, TimeoutError) as err:
         raise ProfilingError(f"rank {world.rank}: could not join the other ranks: {err}") from err
     try:
-        return _measure(dist, world, dataclasses.replace(options, ring_max=ring_max), tell, began)
+        return _measure(dist, world, options, tell, began)
     except (RuntimeError, OSError, TimeoutError) as err:  # gloo and sockets report so
         raise ProfilingError(f"rank {world.rank}: network measurement failed: {err}") from err
     finally:
@@ -200,11 +206,107 @@ def measure_cluster(
 
 def _measure(
     dist: Any, world: World, options: ClusterOptions, tell: Say, began: float
+) -> NetworkProfile | None:
+    everyone: list[Any] = [None] * world.size
+    dist.all_gather_object(everyone, (socket.gethostname(), _cores()))
+    members = measuring_ranks([name for name, _ in everyone])
+    if world.rank not in members:
+        return None  # another rank measures this host's link
+    if len(members) < world.size:
+        tell(
+            f"{world.size} ranks on {len(members)} hosts: ranks {members} measure, one per "
+            "host (ranks on one host would measure the host, not the network)"
+        )
+    if options.ring_max is not None and options.ring_max > len(members):
+        raise ConfigError(
+            f"--ring-max: at most the {len(members)} hosts measuring, got {options.ring_max}"
+        )
+    if options.ring_max is None:
+        options = dataclasses.replace(options, ring_max=len(members))
+    view = _Members(dist, members)
+    return _measure_members(
+        view,
+        World(members.index(world.rank), len(members), None, None),
+        options,
+        tell,
+        began,
+        [everyone[r] for r in members],
+    )
+
+
+def measuring_ranks(hosts: Sequence[str]) -> list[int]:
+    """The ranks that measure, given each rank's host: the first of each host, or every rank
+    when all share one host (a measurement of that host's loopback, as ``--world-size`` ranks
+    started by hand on one machine would mean)."""
+    if len(set(hosts)) == 1:
+        return list(range(len(hosts)))
+    first: dict[str, int] = {}
+    for rank, host in enumerate(hosts):
+        first.setdefault(host, rank)
+    return sorted(first.values())
+
+
+class _Members:
+    """``torch.distributed`` as the measuring ranks see it: ranks 0..K-1 of a group of their
+    own (the others may have left), so that every part can name peers by their place."""
+
+    def __init__(self, dist: Any, members: Sequence[int]) -> None:
+        self._dist, self._members = dist, list(members)
+        self.ReduceOp = dist.ReduceOp
+        whole = len(self._members) == dist.get_world_size()
+        self._group = None if whole else self._new(self._members)
+
+    def _new(self, ranks: Sequence[int]) -> Any:
+        return self._dist.new_group(ranks=list(ranks), use_local_synchronization=True)
+
+    def _in(self, group: Any) -> Any:
+        return self._group if group is None else group
+
+    def barrier(self, group: Any = None) -> None:
+        self._dist.barrier(group=self._in(group))
+
+    def all_reduce(
+        self, tensor: Any, op: Any = None, group: Any = None, async_op: bool = False
+    ) -> Any:
+        op = self._dist.ReduceOp.SUM if op is None else op
+        return self._dist.all_reduce(tensor, op=op, group=self._in(group), async_op=async_op)
+
+    def send(self, tensor: Any, dst: int) -> None:
+        self._dist.send(tensor, dst=self._members[dst])
+
+    def recv(self, tensor: Any, src: int) -> None:
+        self._dist.recv(tensor, src=self._members[src])
+
+    def isend(self, tensor: Any, dst: int, tag: int = 0) -> Any:
+        return self._dist.isend(tensor, dst=self._members[dst], tag=tag)
+
+    def irecv(self, tensor: Any, src: int, tag: int = 0) -> Any:
+        return self._dist.irecv(tensor, src=self._members[src], tag=tag)
+
+    def broadcast_object_list(self, objects: list[Any], src: int = 0) -> None:
+        self._dist.broadcast_object_list(objects, src=self._members[src], group=self._group)
+
+    def all_gather_object(self, out: list[Any], obj: Any) -> None:
+        self._dist.all_gather_object(out, obj, group=self._group)
+
+    def new_group(self, ranks: Sequence[int]) -> Any:
+        """A group of the measuring ranks at these places; only they take part in making it."""
+        return self._new([self._members[r] for r in ranks])
+
+    def destroy_process_group(self, group: Any) -> None:
+        self._dist.destroy_process_group(group)
+
+
+def _measure_members(
+    dist: Any,
+    world: World,
+    options: ClusterOptions,
+    tell: Say,
+    began: float,
+    hosts: Sequence[Any],
 ) -> NetworkProfile:
-    hosts: list[Any] = [None] * world.size
-    dist.all_gather_object(hosts, (socket.gethostname(), _cores()))
     names = [name for name, _ in hosts]
-    tell(f"rank {world.rank} of {world.size}; hosts: {', '.join(names)}")
+    tell(f"{world.size} ranks measuring; hosts: {', '.join(names)}")
 
     def part(text: str, since: float) -> None:
         tell(f"{text} ({time.perf_counter() - since:.1f} s)")
@@ -590,8 +692,8 @@ def _rings(
     assert options.ring_max is not None
     rings = []
     for workers in range(2, options.ring_max + 1):
-        group = dist.new_group(ranks=list(range(workers)))  # every rank takes part in forming it
         if world.rank < workers:
+            group = dist.new_group(ranks=list(range(workers)))  # its ranks alone make it
             times, cpu, flat = time_ring(dist, sizes, options.ring_repeats, 2, group=group)
             slowest = torch.tensor(times, dtype=torch.float64)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
@@ -601,8 +703,8 @@ def _rings(
             run = RingRun(workers, sizes, tuple(slowest.tolist()), None, *map(tuple, cpus.tolist()))
             rings.append(run)
             tell(f"ring AllReduce W={workers}: {format_bandwidth(run.goodput_bps())}")
+            dist.destroy_process_group(group)
         dist.barrier()
-        dist.destroy_process_group(group)
     where = f"the links between {world.size} ranks, a ring of the first W of them"
     result: list[Any] = [None]
     if world.rank == 0:
@@ -664,7 +766,7 @@ def _duplex(
     )
     duplex = Duplex(report.ratio(), _noted(method, options.note), _now())
     if not interfere:
-        tell("interference not measured: needs 4 ranks (a server and 3 workers)")
+        tell("interference not measured: needs 4 hosts (a server and 3 workers)")
         return duplex, None
     pulls = {
         n: t.pull_end_s[min(t.pull_end_s)]

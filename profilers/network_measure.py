@@ -54,6 +54,7 @@ __all__ = [
     "MeasureOptions",
     "add_measure_arguments",
     "main",
+    "measure",
     "measure_profile",
     "options_from_args",
 ]
@@ -247,10 +248,22 @@ def options_from_args(args: argparse.Namespace) -> MeasureOptions:
     return options
 
 
+def measure(
+    options: MeasureOptions, progress: Progress | None = None, say: Say | None = None
+) -> NetworkProfile | None:
+    """What ``sgdsim network measure`` runs: :func:`measure_profile` here, or between hosts
+    (``options.world``) :func:`profilers.cluster_measure.measure_cluster`, which gives None on
+    a rank that another rank of its host measures for."""
+    if options.world is not None:
+        return measure_cluster(options.world, cluster_options(options), say)
+    return measure_profile(options, progress, say)
+
+
 def measure_profile(
     options: MeasureOptions, progress: Progress | None = None, say: Say | None = None
 ) -> NetworkProfile:
-    """Measure a network profile with every effect ``options`` ask for (see the module).
+    """Measure a network profile over this machine's loopback with every effect ``options``
+    ask for (see the module).
 
     ``progress(done, total)`` follows the ping-pong's sizes; ``say`` gets a line per later part.
 
@@ -265,7 +278,7 @@ def measure_profile(
 
     tell = say or (lambda _line: None)
     if options.world is not None:
-        return measure_cluster(options.world, cluster_options(options), tell)
+        raise ConfigError("measure_profile: measures loopback; between hosts use measure()")
     if options.keep_fit is not None:
         kept = load_network_profile(options.keep_fit)
         tell(f"kept the fit and transfer CPU cost of {options.keep_fit}")
@@ -585,7 +598,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         progress = None if args.quiet else _print_progress
         say = None if args.quiet else (lambda line: print(line, file=sys.stderr))
-        profile = measure_profile(options_from_args(args), progress, say)
+        options = options_from_args(args)
+        profile = measure(options, progress, say)
+        if profile is None or (options.world is not None and options.world.rank != 0):
+            return 0  # rank 0 writes and prints
         if args.out:
             save_network_profile(profile, args.out, overwrite=args.force)
     except SgdsimError as err:

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from profilers.cluster_measure import world_from
-from profilers.network_measure import add_measure_arguments, measure_profile, options_from_args
+from profilers.network_measure import add_measure_arguments, measure, options_from_args
 from simcore.cli.output_options import add_output_options
 from simcore.cli.progress import Progress
 from simcore.files import check_output
@@ -57,12 +57,12 @@ def run_measure(args: argparse.Namespace) -> int:
         check_output(args.out, "-o/--out", force=args.force)
     options = options_from_args(args)
     loud = writer and not (args.quiet or args.json)
-    profile = measure_profile(
+    profile = measure(
         options,
         progress=Progress("network", "message sizes", enabled=loud),
         say=(lambda line: print(line, file=sys.stderr)) if loud else None,
     )
-    if not writer:
+    if not writer or profile is None:
         assert world is not None
         if not args.quiet:
             print(
