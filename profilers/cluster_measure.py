@@ -379,10 +379,10 @@ def _ping_pong(dist: Any, rank: int, options: ClusterOptions) -> list[tuple[int,
             # rank 0 decides each block (size, round trips) and tells rank 1 first
             block = torch.zeros(2, dtype=torch.int64)
             buf = torch.zeros(nbytes, dtype=torch.uint8)
-            warm = _round_trips(dist, rank, buf, max(options.warmup, 1))
+            warm = _trips(dist, rank, buf, max(options.warmup, 1))
             count = torch.tensor([_repeats(warm, options)], dtype=torch.int64)
             _exchange(dist, rank, count)
-            times = [t / 2 for t in _round_trips(dist, rank, buf, int(count[0]))]
+            times = [t / 2 for t in _trips(dist, rank, buf, int(count[0]))]
             if rank == 0:
                 sizes.append((nbytes, times))
                 grow = statistics.median(times) < options.size_time_s
@@ -408,26 +408,18 @@ def _repeats(warm: Sequence[float], options: ClusterOptions) -> int:
     return max(MIN_REPEATS, min(options.repeats, fit))
 
 
+def _trips(dist: Any, rank: int, buf: Any, count: int) -> list[float]:
+    from profilers.netprofile import round_trips
+
+    return round_trips(rank, buf, count, dist)
+
+
 def _exchange(dist: Any, rank: int, tensor: Any) -> None:
     """Rank 0's ``tensor`` to rank 1 (in place)."""
     if rank == 0:
         dist.send(tensor, dst=1)
     else:
         dist.recv(tensor, src=0)
-
-
-def _round_trips(dist: Any, rank: int, buf: Any, count: int) -> list[float]:
-    times = []
-    for _ in range(count):
-        if rank == 0:
-            start = time.perf_counter()
-            dist.send(buf, dst=1)
-            dist.recv(buf, src=1)
-            times.append(time.perf_counter() - start)
-        else:
-            dist.recv(buf, src=0)
-            dist.send(buf, dst=0)
-    return times
 
 
 def _fit(
@@ -487,11 +479,11 @@ def _transfer_cpu(
     cost = torch.zeros(1, dtype=torch.float64)
     buf = torch.zeros(nbytes, dtype=torch.uint8)
     if rank <= 1:
-        _round_trips(dist, rank, buf, 1)  # the buffer's pages
+        _trips(dist, rank, buf, 1)  # the buffer's pages
     dist.barrier()
     cpu_0, wall_0 = _cpu_s(), time.perf_counter()
     if rank <= 1:
-        _round_trips(dist, rank, buf, options.cpu_repeats)
+        _trips(dist, rank, buf, options.cpu_repeats)
     busy_s, wall_s = _cpu_s() - cpu_0, time.perf_counter() - wall_0
     dist.barrier()
     idle_wall_s = min(max(wall_s, 0.2), 2.0)

@@ -287,10 +287,10 @@ def _run_rank(rank: int, cfg: _RunConfig, progress: Progress) -> Measured:
         medians = torch.zeros(len(cfg.sizes), dtype=torch.float64)
         for i, nbytes in enumerate(cfg.sizes):
             buf = torch.zeros(nbytes, dtype=torch.uint8)
-            _round_trips(rank, buf, cfg.warmup)
-            round_trips = _round_trips(rank, buf, cfg.repeats)
+            round_trips(rank, buf, cfg.warmup)
+            times = round_trips(rank, buf, cfg.repeats)
             if rank == 0:
-                medians[i] = statistics.median(round_trips) / 2
+                medians[i] = statistics.median(times) / 2
             progress(i + 1, len(cfg.sizes))
         dist.broadcast(medians, src=0)  # so that rank 1 returns the same profile
         result: list[float] = medians.tolist()
@@ -308,10 +308,10 @@ def _cpu_s_per_byte(rank: int, cfg: _RunConfig) -> float:
     message, less its idle CPU rate (gloo's threads, the interpreter) over the same time."""
     nbytes = max(cfg.sizes)
     buf = torch.zeros(nbytes, dtype=torch.uint8)
-    _round_trips(rank, buf, 1)  # the buffer's pages, the connection
+    round_trips(rank, buf, 1)  # the buffer's pages, the connection
     dist.barrier()
     cpu_0, wall_0 = _cpu_s(), time.perf_counter()
-    _round_trips(rank, buf, cfg.cpu_repeats)
+    round_trips(rank, buf, cfg.cpu_repeats)
     busy_s, wall_s = _cpu_s() - cpu_0, time.perf_counter() - wall_0
     dist.barrier()
     idle_wall_s = min(max(wall_s, 0.2), 2.0)  # long enough to see a rate, short enough to wait
@@ -328,18 +328,19 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _round_trips(rank: int, buf: torch.Tensor, count: int) -> list[float]:
-    """``count`` ping-pongs of ``buf``; rank 0 returns each round-trip time in seconds."""
+def round_trips(rank: int, buf: torch.Tensor, count: int, comm: Any = dist) -> list[float]:
+    """``count`` ping-pongs of ``buf`` between ranks 0 and 1 of ``comm`` (torch.distributed,
+    or a view of it that names ranks its own way); rank 0 returns each round trip's seconds."""
     times = []
     for _ in range(count):
         if rank == 0:
             start = time.perf_counter()
-            dist.send(buf, dst=1)
-            dist.recv(buf, src=1)
+            comm.send(buf, dst=1)
+            comm.recv(buf, src=1)
             times.append(time.perf_counter() - start)
         else:
-            dist.recv(buf, src=0)
-            dist.send(buf, dst=0)
+            comm.recv(buf, src=0)
+            comm.send(buf, dst=0)
     return times
 
 
