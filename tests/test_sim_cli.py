@@ -249,7 +249,8 @@ def test_unknown_network_profile_is_one_line(
 ) -> None:
     assert main(["simulate", str(trace_file), "--network", "nope", *FAST]) == 1
     err = capsys.readouterr().err
-    assert "nope: no such file, and not a shipped sample; samples: loopback, netns-200mbit-4ranks, veth-1gbit" in err
+    samples = "loopback, netns-200mbit-4ranks, veth-1gbit"
+    assert f"nope: no such file, and not a shipped sample; samples: {samples}" in err
     assert err.count("\n") == 1
 
 
