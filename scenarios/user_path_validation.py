@@ -46,6 +46,12 @@ from profilers.distributed.campaign import campaign_files
 from profilers.distributed.measurements import load_measurements
 from profilers.distributed.noise_floor import relative_standard_error
 
+# The profile's computation may differ from the campaign's runs of it by the runs' own spread
+# (up to ~10% between two validations of one configuration) before it says that the profile
+# was made where the model computes unlike where the campaign ran: a VM on another host, or in
+# another state (check-200's convolutions ran 1.4-2.2x faster on 2026-11-28 than on this VM on
+# 2026-12-07, its linear layers as fast), whose errors are the machines', not the model's.
+MACHINE_TOLERANCE = 0.15
 ARCHS = {"ps-async": ("ps", "async"), "ps-sync": ("ps", "sync"), "allreduce": ("allreduce", "sync")}
 
 
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         threads = base.threads or 1
         trace = _profile(base.model, base.batch_size, threads, out)
         print(f"== {path.name}: {trace.name}", flush=True)
+        print(f"   {_same_machine_text(trace, measured)}", flush=True)
         for point in measured.points:
             if point.architecture.value not in ARCHS or point.workers > args.workers_max:
                 continue
@@ -120,6 +127,24 @@ def _profile(model: str, batch: int, threads: int, out: Path) -> Path:
         cmd = ["sgdsim", "profile", "--model", model, "--batch-size", str(batch)]
         subprocess.run([*cmd, "--threads", str(threads), "-o", str(trace), "--quiet"], check=True)
     return trace
+
+
+def _same_machine_text(trace: Path, measured: Any) -> str:
+    """The profile's forward and backward per step against the campaign's runs of the
+    computation alone (the runner at W = 1, no transfers): far apart, the profile was not made
+    on a machine that computes as the campaign's did."""
+    from simcore.trace.io import load_trace
+    from simcore.trace.summary import summarize
+
+    phases = summarize(load_trace(trace)).phase_s
+    profile_s = phases["forward"].mean + phases["backward"].mean
+    runs_s = statistics.fmean(run.compute_s_per_step() for run in measured.alone_runs)
+    ratio = profile_s / runs_s
+    flag = "" if abs(ratio - 1) <= MACHINE_TOLERANCE else " (computes unlike the campaign's runs)"
+    return (
+        f"forward+backward {profile_s * 1e3:.2f} ms per step profiled, {runs_s * 1e3:.2f} ms in "
+        f"the campaign's computation-alone runs: {ratio:.2f}x{flag}"
+    )
 
 
 def _predict(
