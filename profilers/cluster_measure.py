@@ -226,7 +226,9 @@ def _measure(
     view = _Members(dist, members)
     return _measure_members(
         view,
-        World(members.index(world.rank), len(members), None, None),
+        # places among the measuring ranks; the master's address stays (rank 0's listener for
+        # the flows is found by the route to it)
+        dataclasses.replace(world, rank=members.index(world.rank), size=len(members)),
         options,
         tell,
         began,

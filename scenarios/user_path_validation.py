@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--network", default="netns-200mbit-4ranks", help="network profile or sample")
     p.add_argument("--models", nargs="+", help="only these models (default: every file's)")
     p.add_argument("--workers-max", type=int, default=4, help="largest W predicted (default 4)")
+    p.add_argument(
+        "--profiles",
+        help="a folder of profiles made earlier (profile-MODEL-bBATCH-tTHREADS.json, as this "
+        "script names them), e.g. those made beside the campaign's runs; the others are made",
+    )
     p.add_argument("--out", default="results/user_path", help="folder of the results")
     p.add_argument("--force", action="store_true", help="replace the CSV and the figure")
     args = p.parse_args(argv)
@@ -73,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for _, path in campaign_files([args.campaign]):
-        if "strict" in path.name:
-            continue  # the user's runs overlap per layer (sgdsim profile's DAG)
+        if not path.name.endswith("layerwise.json.gz"):
+            continue  # the runs overlap per layer (sgdsim profile's DAG); a set's profiles too
         measured = load_measurements(path)
         base = measured.base
         if not isinstance(base.model, str) or (args.models and base.model not in args.models):
             continue  # (a model given as a factory has no name sgdsim profile knows)
         threads = base.threads or 1
-        trace = _profile(base.model, base.batch_size, threads, out)
+        trace = _profile(base.model, base.batch_size, threads, out, args.profiles)
         print(f"== {path.name}: {trace.name}", flush=True)
         print(f"   {_same_machine_text(trace, measured)}", flush=True)
         for point in measured.points:
@@ -120,9 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _profile(model: str, batch: int, threads: int, out: Path) -> Path:
-    """The user's profile of ``model``, made once and kept."""
-    trace = out / f"profile-{model}-b{batch}-t{threads}.json"
+def _profile(model: str, batch: int, threads: int, out: Path, given: str | None) -> Path:
+    """The user's profile of ``model``: from ``given``'s folder, else made once and kept."""
+    name = f"profile-{model}-b{batch}-t{threads}.json"
+    if given is not None and (Path(given) / name).exists():
+        return Path(given) / name
+    trace = out / name
     if not trace.exists():
         cmd = ["sgdsim", "profile", "--model", model, "--batch-size", str(batch)]
         subprocess.run([*cmd, "--threads", str(threads), "-o", str(trace), "--quiet"], check=True)

@@ -112,24 +112,31 @@ def test_one_rank_of_each_host_measures() -> None:
 
 
 def _measure(
-    cluster: Any, tmp_path: Path, ranks: int, *extra: str, tag: str, hosts: str = ""
+    cluster: Any,
+    tmp_path: Path,
+    ranks: int,
+    *extra: str,
+    tag: str,
+    hosts: str = "",
+    options: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run ``sgdsim network measure`` as ``ranks`` processes in the cluster's namespaces with
-    torchrun's environment (``hosts``: each rank's host name, set in a UTS namespace of its
-    own); rank 0's profile and every rank's stdout."""
+    torchrun's environment (``options``: RANK only, the master and world size as options;
+    ``hosts``: each rank's host name, set in a UTS namespace of its own); rank 0's profile and
+    every rank's stdout."""
     out = tmp_path / f"{tag}.json"
     procs = []
     for rank in range(ranks):
-        env = dict(
-            os.environ,
-            RANK=str(rank),
-            WORLD_SIZE=str(ranks),
-            MASTER_ADDR=cluster.addrs[0],
-            MASTER_PORT="29517",
-            GLOO_SOCKET_IFNAME=cluster.ifname,
-        )
+        env = dict(os.environ, RANK=str(rank), GLOO_SOCKET_IFNAME=cluster.ifname)
+        env.pop("MASTER_ADDR", None)
+        master = ["--master-addr", cluster.addrs[0], "--master-port", "29517"]
+        if options:  # the rest as options, which win over the environment
+            master += ["--world-size", str(ranks)]
+        else:
+            env.update(WORLD_SIZE=str(ranks), MASTER_ADDR=master[1], MASTER_PORT=master[3])
+            master = []
         cmd = ["ip", "netns", "exec", cluster.namespaces[rank], sys.executable, "-m"]
-        cmd += ["simcore.cli.main", "network", "measure", "-o", str(out), *extra]
+        cmd += ["simcore.cli.main", "network", "measure", "-o", str(out), *master, *extra]
         if hosts:
             named = f'hostname {hosts.split(",")[rank]} && exec "$@"'
             cmd = ["unshare", "--uts", "sh", "-c", named, "sh", *cmd]
@@ -152,7 +159,9 @@ def test_three_hosts_measure_every_part_of_a_shaped_link(root_only: Any, tmp_pat
     # four ranks on three hosts, two on the first (torchrun --nproc-per-node 2 there): ranks
     # 0, 2 and 3 measure, rank 1 leaves it to rank 0
     with emulated_cluster(4, dict.fromkeys(range(4), RATE_BPS)) as cluster:
-        data, outputs = _measure(cluster, tmp_path, 4, tag="three", hosts="ha,ha,hb,hc")
+        data, outputs = _measure(
+            cluster, tmp_path, 4, tag="three", hosts="ha,ha,hb,hc", options=True
+        )
     profile = network_profile_from_dict(data)
     # the one flow: the shaped rate less the headers tbf counts (about 5 %), within the fit's
     # stated error (a busy machine's scheduling delays bend the line)
