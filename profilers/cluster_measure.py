@@ -476,24 +476,10 @@ def _transfer_cpu(
     less their idle CPU rate over as long; the mean of the two, on rank 1's host's cores."""
     import torch
 
-    from profilers.netprofile import _cpu_s
+    from profilers.netprofile import transfer_cpu_s_per_byte
 
-    cost = torch.zeros(1, dtype=torch.float64)
-    buf = torch.zeros(nbytes, dtype=torch.uint8)
-    if rank <= 1:
-        _trips(dist, rank, buf, 1)  # the buffer's pages
-    dist.barrier()
-    cpu_0, wall_0 = _cpu_s(), time.perf_counter()
-    if rank <= 1:
-        _trips(dist, rank, buf, options.cpu_repeats)
-    busy_s, wall_s = _cpu_s() - cpu_0, time.perf_counter() - wall_0
-    dist.barrier()
-    idle_wall_s = min(max(wall_s, 0.2), 2.0)
-    cpu_0 = _cpu_s()
-    time.sleep(idle_wall_s)
-    idle_rate = (_cpu_s() - cpu_0) / idle_wall_s
-    if rank <= 1:
-        cost[0] = max(busy_s - idle_rate * wall_s, 0.0) / (2 * nbytes * options.cpu_repeats)
+    per_byte = transfer_cpu_s_per_byte(rank, nbytes, options.cpu_repeats, dist, rank <= 1)
+    cost = torch.tensor([per_byte], dtype=torch.float64)
     dist.all_reduce(cost)
     method = (
         f"CPU time (getrusage, all threads) of ranks 0 and 1 over {options.cpu_repeats} round "
@@ -645,13 +631,13 @@ def _flows(
         thread.join()
     for conn in conns.values():
         conn.close()
-    failed = torch_flag(dist, bool(errors))
+    failed = _any_rank(dist, bool(errors))
     if failed:
         raise ProfilingError(f"flow sharing: a flow failed: {errors[0] if errors else 'elsewhere'}")
     return [ends[f] for f in range(len(delays))] if world.rank == 0 else None
 
 
-def torch_flag(dist: Any, flag: bool) -> bool:
+def _any_rank(dist: Any, flag: bool) -> bool:
     """Whether any rank raised ``flag`` (every rank calls it)."""
     import torch
 

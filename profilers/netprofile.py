@@ -306,19 +306,32 @@ def _run_rank(rank: int, cfg: _RunConfig, progress: Progress) -> Measured:
 def _cpu_s_per_byte(rank: int, cfg: _RunConfig) -> float:
     """This rank's CPU seconds per byte it sends or receives in round trips of the largest
     message, less its idle CPU rate (gloo's threads, the interpreter) over the same time."""
-    nbytes = max(cfg.sizes)
+    return transfer_cpu_s_per_byte(rank, max(cfg.sizes), cfg.cpu_repeats)
+
+
+def transfer_cpu_s_per_byte(
+    rank: int, nbytes: int, repeats: int, comm: Any = dist, takes_part: bool = True
+) -> float:
+    """What :func:`_cpu_s_per_byte` measures, in any group ``comm`` (torch.distributed or a
+    view of it): ranks 0 and 1 play ``repeats`` round trips of ``nbytes``; every rank of the
+    group calls it (those not taking part, ``takes_part=False``, only join its barriers and
+    return 0)."""
     buf = torch.zeros(nbytes, dtype=torch.uint8)
-    round_trips(rank, buf, 1)  # the buffer's pages, the connection
-    dist.barrier()
+    if takes_part:
+        round_trips(rank, buf, 1, comm)  # the buffer's pages, the connection
+    comm.barrier()
     cpu_0, wall_0 = _cpu_s(), time.perf_counter()
-    round_trips(rank, buf, cfg.cpu_repeats)
+    if takes_part:
+        round_trips(rank, buf, repeats, comm)
     busy_s, wall_s = _cpu_s() - cpu_0, time.perf_counter() - wall_0
-    dist.barrier()
+    comm.barrier()
     idle_wall_s = min(max(wall_s, 0.2), 2.0)  # long enough to see a rate, short enough to wait
     cpu_0 = _cpu_s()
     time.sleep(idle_wall_s)
     idle_rate = (_cpu_s() - cpu_0) / idle_wall_s
-    moved = 2 * nbytes * cfg.cpu_repeats  # every round trip: sent once, received once
+    if not takes_part:
+        return 0.0
+    moved = 2 * nbytes * repeats  # every round trip: sent once, received once
     return max(busy_s - idle_rate * wall_s, 0.0) / moved
 
 
