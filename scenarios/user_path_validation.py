@@ -15,7 +15,8 @@ Setup
       once per model and batch and kept in ``--out``;
     - the link: ``--network``, a profile measured between ranks in the testbed's layout (the
       shipped ``netns-200mbit-4ranks`` was measured by four ranks under torchrun on the emulated
-      cluster, every link shaped to 200 Mbit/s, as check-200's);
+      cluster, every link shaped to 200 Mbit/s, as check-200's); for a campaign of several link
+      rates, one profile per rate (``--network 300=A.json 500=B.json``);
     - the hosting stated as the testbed has it: every worker on one host (``--colocated``), each
       with a NIC of its own (``--own-nics``), a parameter server's workers on the cores the
       server's pinned core leaves, a ring's on all of them (``--host-cores``), one worker's
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -45,6 +47,8 @@ from typing import Any
 from profilers.distributed.campaign import campaign_files
 from profilers.distributed.measurements import load_measurements
 from profilers.distributed.noise_floor import relative_standard_error
+from simcore.errors import SgdsimError
+from simcore.network_io import load_network_profile
 
 # The profile's computation may differ from the campaign's runs of it by the runs' own spread
 # (up to ~10% between two validations of one configuration) before it says that the profile
@@ -58,7 +62,13 @@ ARCHS = {"ps-async": ("ps", "async"), "ps-sync": ("ps", "sync"), "allreduce": ("
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--campaign", default="check-200", help="shipped campaign or folder")
-    p.add_argument("--network", default="netns-200mbit-4ranks", help="network profile or sample")
+    p.add_argument(
+        "--network",
+        nargs="+",
+        default=["netns-200mbit-4ranks"],
+        help="network profile or sample for every file, or one per link rate of the campaign's "
+        "files as MBIT=PROFILE (e.g. 300=net-300.json 500=net-500.json)",
+    )
     p.add_argument("--models", nargs="+", help="only these models (default: every file's)")
     p.add_argument("--workers-max", type=int, default=4, help="largest W predicted (default 4)")
     p.add_argument(
@@ -75,6 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         if path.exists() and not args.force:
             print(f"user_path: error: {path} exists (--force replaces it)", file=sys.stderr)
             return 1
+    try:
+        networks = _networks(args.network)
+        for network in networks.values():
+            load_network_profile(network)  # a bad one is one line now, not a failed simulate
+    except (ValueError, SgdsimError) as err:
+        print(f"user_path: error: --network: {err}", file=sys.stderr)
+        return 1
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for _, path in campaign_files([args.campaign]):
@@ -85,9 +102,19 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(base.model, str) or (args.models and base.model not in args.models):
             continue  # (a model given as a factory has no name sgdsim profile knows)
         threads = base.threads or 1
+        network = _network_for(networks, measured.link_rate_bps)
+        if network is None:
+            rate = measured.link_rate_bps
+            print(
+                f"user_path: error: {path.name}: no --network for its link rate "
+                f"({'loopback' if rate is None else f'{rate / 1e6:g} Mbit/s'})",
+                file=sys.stderr,
+            )
+            return 1
         trace = _profile(base.model, base.batch_size, threads, out, args.profiles)
-        print(f"== {path.name}: {trace.name}", flush=True)
-        print(f"   {_same_machine_text(trace, measured)}", flush=True)
+        print(f"== {path.name}: {trace.name}, {network}", flush=True)
+        ratio = _compute_ratio(trace, measured)
+        print(f"   {_same_machine_text(trace, measured, ratio)}", flush=True)
         for point in measured.points:
             if point.architecture.value not in ARCHS or point.workers > args.workers_max:
                 continue
@@ -95,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             cores = len(measured.cores) - (1 if arch == "ps" and len(measured.cores) > 1 else 0)
             real = [run.examples_per_s for run in point.runs]
             real_mean = statistics.fmean(real)
-            predicted = _predict(trace, args.network, arch, mode, point.workers, cores, threads)
+            predicted = _predict(trace, network, arch, mode, point.workers, cores, threads)
             row = {
                 "file": path.name,
                 "model": base.model,
@@ -105,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 "measured_se": relative_standard_error(real) if len(real) > 1 else float("nan"),
                 "predicted": predicted,
                 "error": predicted / real_mean - 1,
+                "compute_ratio": ratio,
             }
             rows.append(row)
             print(
@@ -125,6 +153,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _networks(given: list[str]) -> dict[float | None, str]:
+    """``--network``: one profile for every link rate (key None), or MBIT=PROFILE per rate."""
+    if len(given) == 1 and "=" not in given[0]:
+        return {None: given[0]}
+    networks: dict[float | None, str] = {}
+    for entry in given:
+        rate, sep, profile = entry.partition("=")
+        try:
+            mbit = float(rate) if sep and profile else math.nan
+        except ValueError:
+            mbit = math.nan
+        if not mbit > 0:
+            raise ValueError(f"{entry!r}: give MBIT=PROFILE for each link rate, or one profile")
+        networks[mbit * 1e6] = profile
+    return networks
+
+
+def _network_for(networks: dict[float | None, str], rate_bps: float | None) -> str | None:
+    """The profile for a campaign file shaped to ``rate_bps`` (within 1%)."""
+    if None in networks:
+        return networks[None]
+    for rate, profile in networks.items():
+        if rate is not None and rate_bps is not None and abs(rate / rate_bps - 1) < 0.01:
+            return profile
+    return None
+
+
 def _profile(model: str, batch: int, threads: int, out: Path, given: str | None) -> Path:
     """The user's profile of ``model``: from ``given``'s folder, else made once and kept."""
     name = f"profile-{model}-b{batch}-t{threads}.json"
@@ -137,21 +192,34 @@ def _profile(model: str, batch: int, threads: int, out: Path, given: str | None)
     return trace
 
 
-def _same_machine_text(trace: Path, measured: Any) -> str:
-    """The profile's forward and backward per step against the campaign's runs of the
-    computation alone (the runner at W = 1, no transfers): far apart, the profile was not made
-    on a machine that computes as the campaign's did."""
+def _compute_ratio(trace: Path, measured: Any) -> float:
+    """The profile's forward and backward per step over the campaign's runs of the computation
+    alone (the runner at W = 1, no transfers)."""
     from simcore.trace.io import load_trace
     from simcore.trace.summary import summarize
 
     phases = summarize(load_trace(trace)).phase_s
     profile_s = phases["forward"].mean + phases["backward"].mean
     runs_s = statistics.fmean(run.compute_s_per_step() for run in measured.alone_runs)
-    ratio = profile_s / runs_s
-    flag = "" if abs(ratio - 1) <= MACHINE_TOLERANCE else " (computes unlike the campaign's runs)"
+    return profile_s / runs_s
+
+
+def _computes_alike(ratio: float) -> bool:
+    """Far from 1, the profile was not made on a machine that computes as the campaign's did."""
+    return abs(ratio - 1) <= MACHINE_TOLERANCE
+
+
+def _same_machine_text(trace: Path, measured: Any, ratio: float) -> str:
+    from simcore.trace.io import load_trace
+    from simcore.trace.summary import summarize
+
+    phases = summarize(load_trace(trace)).phase_s
+    profile_s = phases["forward"].mean + phases["backward"].mean
+    flag = "" if _computes_alike(ratio) else " (computes unlike the campaign's runs)"
     return (
-        f"forward+backward {profile_s * 1e3:.2f} ms per step profiled, {runs_s * 1e3:.2f} ms in "
-        f"the campaign's computation-alone runs: {ratio:.2f}x{flag}"
+        f"forward+backward {profile_s * 1e3:.2f} ms per step profiled, "
+        f"{profile_s / ratio * 1e3:.2f} ms in the campaign's computation-alone runs: "
+        f"{ratio:.2f}x{flag}"
     )
 
 
@@ -184,6 +252,10 @@ def _summary(rows: list[dict[str, Any]]) -> None:
     several = [r for r in rows if int(r["workers"]) > 1]
     if several:
         print(line("W >= 2", several))
+        alike = [r for r in several if _computes_alike(float(r["compute_ratio"]))]
+        if 0 < len(alike) < len(several):
+            # the flagged files' errors are largely the two machines' (module docstring)
+            print(line("W >= 2, profiles computing like the runs", alike))
     print(line("all", rows))
 
 

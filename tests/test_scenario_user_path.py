@@ -53,3 +53,39 @@ def test_a_model_of_the_campaign_predicted_the_users_way(
     assert "all          6 points: mean |error|" in out
     # a second run keeps the results it would replace
     assert scenario.main(argv) == 1
+
+
+def test_one_network_profile_per_link_rate(tmp_path: Path) -> None:
+    scenario = load_scenario("user_path_validation")
+    both = scenario._networks(["300=netns-300mbit-4ranks", "500=b.json"])
+    assert both == {300e6: "netns-300mbit-4ranks", 500e6: "b.json"}
+    assert scenario._network_for(both, 300e6) == "netns-300mbit-4ranks"
+    assert scenario._network_for(both, 499e6) == "b.json"  # within 1% of the rate
+    assert scenario._network_for(both, 200e6) is None
+    assert scenario._network_for(both, None) is None  # a loopback campaign
+    one = scenario._networks(["netns-200mbit-4ranks"])
+    assert scenario._network_for(one, 123e6) == scenario._network_for(one, None) == one[None]
+    for bad in (["300=a", "b.json"], ["x=a"], ["0=a"], ["300="]):
+        with pytest.raises(ValueError, match="MBIT=PROFILE"):
+            scenario._networks(bad)
+
+
+def test_a_file_without_a_network_for_its_rate_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = load_scenario("user_path_validation")
+    argv = ["--network", "300=netns-300mbit-4ranks", "--out", str(tmp_path)]
+    assert scenario.main(argv) == 1  # check-200 ran at 200 Mbit/s
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("user_path: error: ")
+        and "no --network for its link rate (200 Mbit/s)" in err
+    )
+    assert err.count("\n") == 1
+    assert scenario.main(["--network", "300=a", "b.json", "--out", str(tmp_path)]) == 1
+    assert "--network: 'b.json': give MBIT=PROFILE" in capsys.readouterr().err
+    assert scenario.main(["--network", "200=nope.json", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err  # checked before anything is profiled or simulated
+    assert err.startswith("user_path: error: --network: nope.json: no such file")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "user_path.csv").exists()

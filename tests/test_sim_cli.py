@@ -249,7 +249,9 @@ def test_unknown_network_profile_is_one_line(
 ) -> None:
     assert main(["simulate", str(trace_file), "--network", "nope", *FAST]) == 1
     err = capsys.readouterr().err
-    samples = "loopback, netns-200mbit-4ranks, veth-1gbit"
+    samples = ", ".join(
+        ["loopback", *(f"netns-{r}mbit-4ranks" for r in (200, 300, 500)), "veth-1gbit"]
+    )
     assert f"nope: no such file, and not a shipped sample; samples: {samples}" in err
     assert err.count("\n") == 1
 
