@@ -56,6 +56,7 @@ from simcore.network_io import load_network_profile
 # another state (check-200's convolutions ran 1.4-2.2x faster on 2026-11-28 than on this VM on
 # 2026-12-07, its linear layers as fast), whose errors are the machines', not the model's.
 MACHINE_TOLERANCE = 0.15
+LINE_STYLES = ("-", "--", ":", "-.")
 ARCHS = {"ps-async": ("ps", "async"), "ps-sync": ("ps", "sync"), "allreduce": ("allreduce", "sync")}
 
 
@@ -113,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         trace = _profile(base.model, base.batch_size, threads, out, args.profiles)
         print(f"== {path.name}: {trace.name}, {network}", flush=True)
-        ratio = _compute_ratio(trace, measured)
-        print(f"   {_same_machine_text(trace, measured, ratio)}", flush=True)
+        profile_s, runs_s = _compute_times(trace, measured)
+        ratio = profile_s / runs_s
+        print(f"   {_same_machine_text(profile_s, runs_s)}", flush=True)
         for point in measured.points:
             if point.architecture.value not in ARCHS or point.workers > args.workers_max:
                 continue
@@ -192,16 +194,16 @@ def _profile(model: str, batch: int, threads: int, out: Path, given: str | None)
     return trace
 
 
-def _compute_ratio(trace: Path, measured: Any) -> float:
-    """The profile's forward and backward per step over the campaign's runs of the computation
-    alone (the runner at W = 1, no transfers)."""
+def _compute_times(trace: Path, measured: Any) -> tuple[float, float]:
+    """Forward and backward per step (s): the profile's, and the campaign's runs of the
+    computation alone (the runner at W = 1, no transfers)."""
     from simcore.trace.io import load_trace
     from simcore.trace.summary import summarize
 
     phases = summarize(load_trace(trace)).phase_s
     profile_s = phases["forward"].mean + phases["backward"].mean
     runs_s = statistics.fmean(run.compute_s_per_step() for run in measured.alone_runs)
-    return profile_s / runs_s
+    return profile_s, runs_s
 
 
 def _computes_alike(ratio: float) -> bool:
@@ -209,17 +211,12 @@ def _computes_alike(ratio: float) -> bool:
     return abs(ratio - 1) <= MACHINE_TOLERANCE
 
 
-def _same_machine_text(trace: Path, measured: Any, ratio: float) -> str:
-    from simcore.trace.io import load_trace
-    from simcore.trace.summary import summarize
-
-    phases = summarize(load_trace(trace)).phase_s
-    profile_s = phases["forward"].mean + phases["backward"].mean
+def _same_machine_text(profile_s: float, runs_s: float) -> str:
+    ratio = profile_s / runs_s
     flag = "" if _computes_alike(ratio) else " (computes unlike the campaign's runs)"
     return (
-        f"forward+backward {profile_s * 1e3:.2f} ms per step profiled, "
-        f"{profile_s / ratio * 1e3:.2f} ms in the campaign's computation-alone runs: "
-        f"{ratio:.2f}x{flag}"
+        f"forward+backward {profile_s * 1e3:.2f} ms per step profiled, {runs_s * 1e3:.2f} ms in "
+        f"the campaign's computation-alone runs: {ratio:.2f}x{flag}"
     )
 
 
@@ -265,17 +262,23 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    models = sorted({str(r["model"]) for r in rows})
+    files = {m: sorted({str(r["file"]) for r in rows if r["model"] == m}) for m in models}
     fig, axes = plt.subplots(1, len(ARCHS), figsize=(12, 3.6), sharey=True)
     for ax, arch in zip(axes, ARCHS, strict=True):
-        for model in sorted({str(r["model"]) for r in rows}):
-            chosen = [r for r in rows if r["arch"] == arch and r["model"] == model]
-            ws = [int(r["workers"]) for r in chosen]
-            ratio = [float(r["predicted"]) / float(r["measured"]) for r in chosen]
-            ax.plot(ws, ratio, marker="o", label=model)
+        for index, model in enumerate(models):
+            # a model run at several link rates: one line per file, the model's colour
+            for style, name in zip(LINE_STYLES, files[model], strict=False):
+                chosen = [r for r in rows if r["arch"] == arch and r["file"] == name]
+                ws = [int(r["workers"]) for r in chosen]
+                ratio = [float(r["predicted"]) / float(r["measured"]) for r in chosen]
+                label = name.split("-layerwise")[0] if len(files[model]) > 1 else model
+                ax.plot(ws, ratio, marker="o", ls=style, color=f"C{index}", label=label)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhspan(0.94, 1.06, color="grey", alpha=0.12)
         ax.set_title(arch)
         ax.set_xlabel("workers W")
+        ax.set_xticks(sorted({int(r["workers"]) for r in rows}))
     axes[0].set_ylabel("predicted / measured")
     axes[-1].legend(fontsize=8)
     fig.suptitle("predicted the user's way: sgdsim profile, measured network, hosting stated")
