@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import math
 import statistics
@@ -168,6 +169,8 @@ def _networks(given: list[str]) -> dict[float | None, str]:
             mbit = math.nan
         if not mbit > 0:
             raise ValueError(f"{entry!r}: give MBIT=PROFILE for each link rate, or one profile")
+        if mbit * 1e6 in networks:
+            raise ValueError(f"{entry!r}: {rate} Mbit/s has a profile already")
         networks[mbit * 1e6] = profile
     return networks
 
@@ -268,7 +271,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     for ax, arch in zip(axes, ARCHS, strict=True):
         for index, model in enumerate(models):
             # a model run at several link rates: one line per file, the model's colour
-            for style, name in zip(LINE_STYLES, files[model], strict=False):
+            for style, name in zip(itertools.cycle(LINE_STYLES), files[model]):
                 chosen = [r for r in rows if r["arch"] == arch and r["file"] == name]
                 ws = [int(r["workers"]) for r in chosen]
                 ratio = [float(r["predicted"]) / float(r["measured"]) for r in chosen]

@@ -68,6 +68,8 @@ def test_one_network_profile_per_link_rate(tmp_path: Path) -> None:
     for bad in (["300=a", "b.json"], ["x=a"], ["0=a"], ["300="]):
         with pytest.raises(ValueError, match="MBIT=PROFILE"):
             scenario._networks(bad)
+    with pytest.raises(ValueError, match="'300=b': 300 Mbit/s has a profile already"):
+        scenario._networks(["300=a", "300=b"])
 
 
 def test_a_file_without_a_network_for_its_rate_is_one_line(
