@@ -319,8 +319,9 @@ def _measure_members(
     part(
         f"fit: latency {format_seconds(profile.latency_s)}, bandwidth "
         f"{format_bandwidth(profile.bandwidth_bps)} ± "
-        f"{format_bandwidth(profile.bandwidth_se_bps or 0.0)}, {len(repetitions)} sizes up to "
-        f"{format_bytes(repetitions[-1][0])}",
+        f"{format_bandwidth(profile.bandwidth_se_bps or 0.0)} (the largest sizes' rate; the "
+        f"line through all {format_bandwidth(profile.line_bandwidth_bps or 0.0)}), "
+        f"{len(repetitions)} sizes up to {format_bytes(repetitions[-1][0])}",
         t,
     )
     rate = profile.bandwidth_bps
@@ -438,8 +439,9 @@ def _fit(
         f"and 1 ({names[0]}, {names[1]}); sizes doubling from {format_bytes(options.min_nbytes)} "
         f"until one-way >= {format_seconds(options.size_time_s)}; one-way time = median of "
         f"{MIN_REPEATS}..{options.repeats} round trips (about {SECONDS_PER_SIZE:g} s per size) "
-        f"/ 2 after {max(options.warmup, 1)} warm-up; standard errors by bootstrap over each "
-        "size's round trips"
+        f"/ 2 after {max(options.warmup, 1)} warm-up; bandwidth: the sustained rate of the "
+        "sizes taking 1/8 of the longest or more (simcore.network.sustained_bandwidth); "
+        "standard errors by bootstrap over each size's round trips"
     )
     profile = fit_network_profile(
         medians,

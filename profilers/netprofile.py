@@ -453,7 +453,9 @@ def _stop(ranks: list[Any]) -> None:
 def _profile(cfg: _RunConfig, medians: Sequence[float], endpoints: str) -> NetworkProfile:
     method = (
         f"torch {torch.__version__} gloo send/recv ping-pong of uint8 tensors; one-way time = "
-        f"median of {cfg.repeats} round trips / 2, after {cfg.warmup} warm-up round trips per size"
+        f"median of {cfg.repeats} round trips / 2, after {cfg.warmup} warm-up round trips per "
+        "size; bandwidth: the sustained rate of the largest sizes (simcore.network."
+        "sustained_bandwidth)"
     )
     return fit_network_profile(
         list(zip(cfg.sizes, medians, strict=True)),

@@ -18,6 +18,13 @@ bandwidth a ring of each W measured moved its bytes at (a ring point's ``bandwid
 Version 5 adds the interference between a server link's two directions
 (:class:`~simcore.network_effects.DuplexInterference`), the other model of what ``duplex``
 describes. Files of versions 1 to 4 still load; :func:`profile_note` says what they lack.
+
+A fitted profile's ``bandwidth_bps`` is the link's sustained rate: the slope of its largest
+sizes (:func:`sustained_bandwidth`), which is what a training's transfers, one after another,
+get. The line through every size (``line_bandwidth_bps``, kept beside it) reads high on a link
+whose shaper or switch lets the start of each transfer through at once (a token bucket's
+burst): 2-4% on the emulated cluster's tc-shaped links. Profiles fitted before this kept the
+line's slope as their bandwidth and have no ``line_bandwidth_bps``; they load unchanged.
 """
 
 from __future__ import annotations
@@ -54,10 +61,12 @@ __all__ = [
     "fit_errors",
     "fit_linear_transfer",
     "fit_network_profile",
+    "fit_rates",
     "network_profile_from_dict",
     "network_profile_table",
     "network_profile_to_dict",
     "profile_note",
+    "sustained_bandwidth",
 ]
 
 SCHEMA_NAME = "sgdsim.network"
@@ -76,7 +85,13 @@ class NetworkProfile:
     latency_s : float
         Fitted fixed cost of one transfer (the intercept), seconds, >= 0.
     bandwidth_bps : float
-        Fitted bandwidth (8 / slope), bits per second, > 0.
+        The bandwidth the simulator uses, bits per second, > 0: in a fitted profile the
+        sustained rate of the largest sizes (:func:`sustained_bandwidth`); in one fitted
+        before it (no ``line_bandwidth_bps``), the line's.
+    line_bandwidth_bps : float or None
+        8 / slope of the line through every size (:func:`fit_linear_transfer`), whose
+        intercept is ``latency_s``; informational. None: a profile written by hand or fitted
+        before the sustained rate.
     r_squared : float or None
         Coefficient of determination of the fit (see :func:`fit_linear_transfer`); None for a
         profile written by hand rather than fitted.
@@ -132,6 +147,7 @@ class NetworkProfile:
     duplex_interference: DuplexInterference | None = None
     latency_se_s: float | None = None
     bandwidth_se_bps: float | None = None
+    line_bandwidth_bps: float | None = None
     source: str = "<memory>"
     schema_version: int = SCHEMA_VERSION
 
@@ -247,10 +263,63 @@ def fit_linear_transfer(
     return latency_s, 8.0 / slope, 1.0 - ss_res / ss_tot
 
 
+#: The sizes :func:`sustained_bandwidth` reads: those whose time is at least this fraction of
+#: the longest one (with sizes doubling, the longest four).
+SUSTAINED_TIME_FRACTION = 1 / 8
+
+
+def _free_line_slope(x: Sequence[float], y: Sequence[float], w: Sequence[float]) -> float:
+    """The slope minimizing sum(w * (y - a - b x)**2), the intercept ``a`` free."""
+    total = math.fsum(w)
+    x_mean = math.fsum(wi * xi for wi, xi in zip(w, x, strict=True)) / total
+    y_mean = math.fsum(wi * yi for wi, yi in zip(w, y, strict=True)) / total
+    sxx = math.fsum(wi * (xi - x_mean) ** 2 for wi, xi in zip(w, x, strict=True))
+    sxy = math.fsum(wi * (xi - x_mean) * (yi - y_mean) for wi, xi, yi in zip(w, x, y, strict=True))
+    return sxy / sxx
+
+
+def sustained_bandwidth(nbytes: Sequence[int], seconds: Sequence[float]) -> float | None:
+    """The link's sustained rate, bits per second: 8 / the slope of the largest sizes.
+
+    The sizes whose one-way time is at least :data:`SUSTAINED_TIME_FRACTION` of the longest
+    get a line of their own, weighted by ``1 / seconds`` like :func:`fit_linear_transfer`'s,
+    with a free intercept. A shaper or switch that lets the first bytes of each transfer
+    through at once (a token bucket's burst) takes a fixed time off every large transfer: a
+    negative intercept, which the line through every size, held at a latency >= 0, can only
+    absorb by a steeper rate (2-4% on the emulated cluster's tc-shaped links). The slope of
+    the largest sizes is the rate that transfers following one another, as a training's do,
+    get once the burst is spent.
+
+    Returns None when fewer than two distinct sizes qualify or their time does not grow with
+    size (then the line's rate is all there is).
+    """
+    _check_fit_input(nbytes, seconds)
+    longest = max(seconds)
+    top = [
+        (float(n), float(t))
+        for n, t in zip(nbytes, seconds, strict=True)
+        if t >= SUSTAINED_TIME_FRACTION * longest
+    ]
+    if len({n for n, _ in top}) < 2:
+        return None
+    slope = _free_line_slope([n for n, _ in top], [t for _, t in top], [1.0 / t for _, t in top])
+    return 8.0 / slope if slope > 0 else None
+
+
+def fit_rates(nbytes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float, float, float]:
+    """What a fitted profile holds: ``(latency_s, bandwidth_bps, r_squared, line_bps)``: the
+    line through every size (:func:`fit_linear_transfer`: its latency, r² and rate), and the
+    bandwidth to simulate with, the sustained rate (:func:`sustained_bandwidth`) where the
+    largest sizes give one, else the line's."""
+    latency_s, line_bps, r_squared = fit_linear_transfer(nbytes, seconds)
+    sustained = sustained_bandwidth(nbytes, seconds)
+    return latency_s, line_bps if sustained is None else sustained, r_squared, line_bps
+
+
 def fit_errors(
     repetitions: Sequence[tuple[int, Sequence[float]]], resamples: int = 400, seed: int = 0
 ) -> tuple[float, float]:
-    """Standard errors of :func:`fit_linear_transfer`'s latency and bandwidth when each size's
+    """Standard errors of :func:`fit_rates`'s latency and bandwidth when each size's
     time is the median of its repetitions (``(nbytes, one-way times)`` per size): a two-stage
     bootstrap (seeded) that resamples the sizes, and each chosen size's repetitions, with
     replacement, refits, and takes the spread of the fits (half their central 68 %).
@@ -266,7 +335,7 @@ def fit_errors(
             continue
         medians = [float(np.median(rng.choice(times[i], size=len(times[i])))) for i in chosen]
         try:
-            latency_s, bandwidth_bps, _ = fit_linear_transfer([sizes[i] for i in chosen], medians)
+            latency_s, bandwidth_bps, _, _ = fit_rates([sizes[i] for i in chosen], medians)
         except ProfilingError:  # a resample without a growing time: no fit to count
             continue
         latencies.append(latency_s)
@@ -292,17 +361,18 @@ def fit_network_profile(
     host: str = "",
     created_utc: str = "",
 ) -> NetworkProfile:
-    """Fit :func:`fit_linear_transfer` to ``(nbytes, seconds)`` samples and build the profile.
+    """Fit :func:`fit_rates` to ``(nbytes, seconds)`` samples and build the profile.
 
     Raises the errors of :func:`fit_linear_transfer`.
     """
     ordered = tuple(sorted((int(n), float(t)) for n, t in samples))
-    latency_s, bandwidth_bps, r_squared = fit_linear_transfer(
+    latency_s, bandwidth_bps, r_squared, line_bps = fit_rates(
         [n for n, _ in ordered], [t for _, t in ordered]
     )
     return NetworkProfile(
         latency_s=latency_s,
         bandwidth_bps=bandwidth_bps,
+        line_bandwidth_bps=line_bps,
         r_squared=r_squared,
         samples=ordered,
         backend=backend,
@@ -325,6 +395,13 @@ def network_profile_table(profile: NetworkProfile) -> str:
         f"latency {format_seconds(profile.latency_s)}, "
         f"bandwidth {format_bandwidth(profile.bandwidth_bps)}, r² {r_squared}"
     )
+    line_bps = profile.line_bandwidth_bps
+    if line_bps is not None and line_bps != profile.bandwidth_bps:
+        lines.append(
+            f"the bandwidth is the largest sizes' sustained rate; the line through every size "
+            f"(the latency's) reads {format_bandwidth(line_bps)} "
+            f"({line_bps / profile.bandwidth_bps - 1:+.1%})"
+        )
     if profile.bandwidth_se_bps is not None and profile.latency_se_s is not None:
         lines.append(
             f"standard errors: latency {format_seconds(profile.latency_se_s)}, bandwidth "
@@ -420,6 +497,8 @@ def profile_note(profile: NetworkProfile, name: str | None = None) -> str:
 
 
 _TEXT_FIELDS = ("backend", "endpoints", "method", "host", "created_utc")
+# Informational numbers a profile may carry (a reader that does not know them predicts alike).
+_OPTIONAL_NUMBERS = ("latency_se_s", "bandwidth_se_bps", "line_bandwidth_bps")
 
 
 def network_profile_to_dict(profile: NetworkProfile) -> dict[str, Any]:
@@ -432,7 +511,7 @@ def network_profile_to_dict(profile: NetworkProfile) -> dict[str, Any]:
     }
     if profile.r_squared is not None:
         data["r_squared"] = profile.r_squared
-    for key in ("latency_se_s", "bandwidth_se_bps"):
+    for key in _OPTIONAL_NUMBERS:
         if getattr(profile, key) is not None:
             data[key] = getattr(profile, key)
     data.update({key: getattr(profile, key) for key in _TEXT_FIELDS})
@@ -498,6 +577,10 @@ def network_profile_from_dict(data: Any, source: str = "<memory>") -> NetworkPro
         for key in ("latency_se_s", "bandwidth_se_bps")
         if data.get(key) is not None
     }
+    if data.get("line_bandwidth_bps") is not None:
+        errors["line_bandwidth_bps"] = check.number(
+            data, "line_bandwidth_bps", "top level", "> 0 (bits per second)", positive
+        )
     return NetworkProfile(
         latency_s=check.number(data, "latency_s", "top level", ">= 0 (seconds)", non_negative),
         bandwidth_bps=check.number(

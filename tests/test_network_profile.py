@@ -27,10 +27,12 @@ from simcore.network import (
     NetworkProfile,
     fit_linear_transfer,
     fit_network_profile,
+    fit_rates,
     network_profile_from_dict,
     network_profile_table,
     network_profile_to_dict,
     profile_note,
+    sustained_bandwidth,
 )
 from simcore.network_effects import (
     Duplex,
@@ -84,6 +86,47 @@ def test_fit_clips_negative_latency_to_a_line_through_the_origin() -> None:
     latency_s, bandwidth_bps, _ = fit_linear_transfer(sizes, [0.5e-6, 1.6e-6, 3.5e-6])
     assert latency_s == 0.0
     assert bandwidth_bps > 0
+
+
+def bucket_times(sizes: tuple[int, ...], burst: int, rate_bps: float) -> list[float]:
+    """One-way times through a token bucket: ``burst`` bytes at 10 Gbit/s, the rest at
+    ``rate_bps``, after 50 us (the tc-shaped links of the emulated cluster, by hand)."""
+    return [50e-6 + 8 * min(n, burst) / 10e9 + 8 * max(n - burst, 0) / rate_bps for n in sizes]
+
+
+def test_a_bursts_rate_is_the_largest_sizes_not_the_line() -> None:
+    sizes = doubling_sizes(1 << 10, 2 << 20)
+    times = bucket_times(sizes, 40_000, 300e6)
+    # The largest four sizes (1/8 of the longest time and up) lie past the burst, on a line of
+    # slope 1/300 Mbit/s whose intercept is negative (the burst's time saved).
+    assert sustained_bandwidth(sizes, times) == pytest.approx(300e6, rel=1e-9)
+    _, line_bps, _ = fit_linear_transfer(sizes, times)
+    assert line_bps > 1.03 * 300e6  # the line through every size reads high, as on the cluster
+    profile = fit_network_profile(list(zip(sizes, times, strict=True)))
+    assert profile.bandwidth_bps == pytest.approx(300e6, rel=1e-9)
+    assert profile.line_bandwidth_bps == line_bps
+    assert "the line through every size" in network_profile_table(profile)
+
+
+@given(
+    latency_s=st.floats(min_value=1e-7, max_value=1e-2),
+    bandwidth_bps=st.floats(min_value=1e6, max_value=1e12),
+)
+def test_an_exact_lines_sustained_rate_is_its_own(latency_s: float, bandwidth_bps: float) -> None:
+    sizes = (1000, 30_000, 1_000_000, 2_000_000)
+    times = linear_times(latency_s, bandwidth_bps, sizes)
+    latency, bandwidth, r_squared, line = fit_rates(sizes, times)
+    assert bandwidth == pytest.approx(bandwidth_bps, rel=1e-6) and line == pytest.approx(bandwidth)
+    assert (latency, line, r_squared) == fit_linear_transfer(sizes, times)
+
+
+def test_without_two_large_sizes_the_line_is_the_rate() -> None:
+    sizes, times = (1000, 1_000_000), [1e-3, 1.0]  # only the second takes 1/8 of the longest
+    assert sustained_bandwidth(sizes, times) is None
+    assert fit_rates(sizes, times)[1] == fit_linear_transfer(sizes, times)[1]
+    # nor when the largest sizes' times fall with size (noise): the line's rate then
+    falling = (1000, 1 << 20, 2 << 20)
+    assert sustained_bandwidth(falling, [1e-4, 20e-3, 19e-3]) is None
 
 
 def test_transfer_time() -> None:
@@ -159,12 +202,22 @@ def test_hand_written_profile_needs_only_latency_and_bandwidth() -> None:
 
 def test_shipped_samples_load_and_match_their_own_fit() -> None:
     assert {"loopback", "veth-1gbit"} <= set(network_sample_names())
-    for name in ("loopback", "veth-1gbit"):
+    for name in ("loopback", "veth-1gbit"):  # fitted before the sustained rate: the line's
         profile = load_network_profile(name)
         refit = fit_linear_transfer(
             [n for n, _ in profile.samples], [t for _, t in profile.samples]
         )
         assert refit == pytest.approx((profile.latency_s, profile.bandwidth_bps, profile.r_squared))
+        assert profile.line_bandwidth_bps is None
+    for name in (f"netns-{rate}mbit-4ranks" for rate in (200, 300, 500)):
+        profile = load_network_profile(name)
+        latency, bandwidth, r_squared, line = fit_rates(
+            [n for n, _ in profile.samples], [t for _, t in profile.samples]
+        )
+        held = (profile.latency_s, profile.bandwidth_bps, profile.r_squared)
+        assert (latency, bandwidth, r_squared) == pytest.approx(held)
+        assert line == pytest.approx(profile.line_bandwidth_bps)
+        assert bandwidth < 0.97 * line  # the tc bucket's burst: 2-4 % on these links
     assert load_network_profile("veth-1gbit").bandwidth_bps == pytest.approx(1e9, rel=0.25)
 
 
@@ -194,6 +247,7 @@ def mutate(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         ("latency_s", -1e-6, "field 'latency_s' must be a finite number >= 0"),
         ("latency_s", DELETE, "missing required field 'latency_s'"),
         ("r_squared", 1.5, "field 'r_squared' must be a finite number <= 1, got 1.5"),
+        ("line_bandwidth_bps", 0, "field 'line_bandwidth_bps' must be a finite number > 0"),
         (
             "schema_version",
             6,
@@ -461,8 +515,9 @@ def test_loopback_measurement_gives_its_samples_and_their_fit() -> None:
     assert [n for n, _ in profile.samples] == list(sizes)
     assert all(t > 0 for _, t in profile.samples)
     # the profile is the fit of its own samples
-    refit = fit_linear_transfer(sizes, [t for _, t in profile.samples])
-    assert (profile.latency_s, profile.bandwidth_bps, profile.r_squared) == pytest.approx(refit)
+    refit = fit_rates(sizes, [t for _, t in profile.samples])
+    held = (profile.latency_s, profile.bandwidth_bps, profile.r_squared)
+    assert held == pytest.approx(refit[:3]) and profile.line_bandwidth_bps == refit[3]
     assert profile.bandwidth_bps > LOOPBACK_MIN_BANDWIDTH_BPS
     assert profile.backend == "gloo" and profile.endpoints
     assert calls == [(k, len(sizes)) for k in range(1, len(sizes) + 1)]
