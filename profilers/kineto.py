@@ -50,7 +50,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +283,7 @@ def kineto_trace(
             "communication_s": [round(s.comm_s, ROUND_DIGITS) for s in resolved],
             "steps": [s.name for s in steps],
         },
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         notes=f"imported from the torch.profiler trace {Path(source).name}",
     )
     trace = Trace(metadata, tuple(layers), ops, profiles, SCHEMA_VERSION, source=source)

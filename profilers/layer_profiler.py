@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -466,7 +466,7 @@ def _build_trace(
         library_versions=_library_versions(),
         host=_host(device),
         profiler=_profiler_settings(session.clock, shape, seed),
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         notes=f"synthetic batch of shape {batch_size}x{'x'.join(map(str, shape))}, "
         f"the same batch every step",
     )

@@ -40,7 +40,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import torch
@@ -463,7 +463,7 @@ def _profile(cfg: _RunConfig, medians: Sequence[float], endpoints: str) -> Netwo
         endpoints=endpoints,
         method=method,
         host=socket.gethostname(),
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
 

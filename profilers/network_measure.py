@@ -37,7 +37,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from profilers.cluster_measure import ClusterOptions, World, measure_cluster, world_from
@@ -353,7 +353,7 @@ def _with_effects(profile: NetworkProfile, options: MeasureOptions, tell: Say) -
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _noted(method: str, note: str) -> str:

@@ -109,6 +109,7 @@ def run_tasks(
     progress: Callable[[int, int], None] | None = None,
     cost: float = 0.0,
     min_cost: float = 0.0,
+    finished: Callable[[int, R], None] | None = None,
 ) -> list[R]:
     """``[task(item, its_progress) for item in items]``, on up to :func:`current_jobs` processes.
 
@@ -122,6 +123,8 @@ def run_tasks(
     progress : ``progress(done, total)`` over all items; ``done`` never goes back.
     cost, min_cost : the pool is used only when ``cost >= min_cost`` (and there are two items
         or more, and more than one job).
+    finished : ``finished(index, result)`` in this process as each item finishes, in the order
+        they finish (a sweep writes its results as they come); what it raises stops the run.
 
     Raises
     ------
@@ -137,8 +140,8 @@ def run_tasks(
     tally = _Tally(plan, progress)
     processes = min(current_jobs(), n)
     if processes <= 1 or cost < min_cost:
-        return _run_here(task, items, tally)
-    return _run_pool(task, items, tally, processes)
+        return _run_here(task, items, tally, finished)
+    return _run_pool(task, items, tally, processes, finished)
 
 
 class _Tally:
@@ -180,12 +183,17 @@ class _Tally:
 
 
 def _run_here(
-    task: Callable[[T, TaskProgress | None], R], items: Sequence[T], tally: _Tally
+    task: Callable[[T, TaskProgress | None], R],
+    items: Sequence[T],
+    tally: _Tally,
+    finished: Callable[[int, R], None] | None,
 ) -> list[R]:
     out: dict[int, R] = {}
     try:
         for i, item in enumerate(items):
             out[i] = task(item, tally.item_progress(i))
+            if finished is not None:
+                finished(i, out[i])
             tally.finish(i)
             tally.tell()
     except KeyboardInterrupt:
@@ -198,6 +206,7 @@ def _run_pool(
     items: Sequence[T],
     tally: _Tally,
     processes: int,
+    finished: Callable[[int, R], None] | None,
 ) -> list[R]:
     n = len(items)
     context = multiprocessing.get_context(_start_method())
@@ -217,9 +226,12 @@ def _run_pool(
             pool.submit(_child_task, task, i, items[i], listened, settings): i for i in order
         }
         while pending:
-            finished, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
-            for future in finished:
-                out[pending.pop(future)] = future.result()  # raises what the task raised
+            ready, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for future in ready:
+                i = pending.pop(future)
+                out[i] = future.result()  # raises what the task raised
+                if finished is not None:
+                    finished(i, out[i])
             for i in range(n):
                 if slots[2 * i + 1] >= 0:
                     tally.set(i, int(slots[2 * i]), int(slots[2 * i + 1]))

@@ -11,7 +11,7 @@ import csv
 import importlib.util
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -123,7 +123,7 @@ def test_the_default_runs_file_is_new_and_named_after_the_validation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    now = datetime(2026, 11, 29, 13, 5, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, 13, 5, 1, tzinfo=UTC)
     args = validate_args("--model", "pkg.mod:factory", "--testbed", "350Mbit/s")
     validate_cmd.settle_run_options(args)
     first = validate_cmd.default_runs_path(args, now)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from profilers.distributed.comm_cpu import CommCpuFit, RingCpuWork, ring_cpu_work
 from profilers.distributed.link_interference import TESTBED_INTERFERENCE, measured_interference
@@ -76,7 +76,7 @@ def measured_network_profile(
     given the computation alone (``alone``), the CPU work per byte of the one-worker run's
     transfers or the ring of two's ranks alone, the larger
     (:class:`~profilers.distributed.comm_cpu.RingCpuWork`)."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     sharing, rate = measured.sharing, measured.link_rate_bps
     where = "loopback" if rate is None else f"testbed link shaped to {format_bandwidth(rate)}"
     flow = None

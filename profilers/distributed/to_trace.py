@@ -25,7 +25,7 @@ import platform
 import socket
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import torch
 
@@ -311,7 +311,7 @@ def _metadata(config: RunConfig, model_name: str, dtype: str, n_steps: int) -> T
             "optimizer": f"SGD(lr={config.lr}, momentum={config.momentum}) at the server",
             "seed": config.seed,
         },
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         notes=f"one worker of a real parameter-server run on {config.master_addr}; synthetic "
         "teacher-labelled batches",
     )

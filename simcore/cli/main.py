@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "simcore.cli.profile_cmd",
     "simcore.cli.trace_cmd",
     "simcore.cli.simulate_cmd",
+    "simcore.cli.run_cmd",
     "simcore.cli.timeline_cmd",
     "simcore.cli.analyze_cmd",
     "simcore.cli.advise_cmd",
@@ -124,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not given:  # a bare `sgdsim`: what it can do, rather than an error
             parser.print_help()
             return 0
-        args = parser.parse_args(given)
+        args, extra = parser.parse_known_args(given)
+        if extra and not getattr(args, "overrides_allowed", False):
+            parser.parse_args(given)  # the usual one-line usage error
+        args.overrides = extra  # `sgdsim run FILE --steps 100`: simulate's options, checked there
         args.argv = given  # for --json's "argv"
         return _run(args)
     except BrokenPipeError:

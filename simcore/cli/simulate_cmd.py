@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="overwrite existing output files (--timeline, --hta-dir, --chakra-dir)",
     )
+    p.add_argument(
+        "--save-experiment",
+        metavar="FILE.toml",
+        help="write the experiment file this command line means (sgdsim run FILE runs it) and "
+        "run nothing",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -409,19 +416,33 @@ def build_config(
     return link.apply(apply_host_options(args, config, topology, traces))
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class SimulationPlan:
+    """What one ``sgdsim simulate`` command line runs, checked: its traces, one config per
+    worker count, the stopping rule (None with ``--steps``), the link and the notes to print."""
+
+    traces: list[Trace]
+    configs: list[SimulationConfig]
+    rule: PrecisionRule | None
+    link: LinkSettings
+    notes: list[str]
+
+
+def plan_simulation(args: argparse.Namespace) -> SimulationPlan:
+    """Check ``args`` (the options of ``sgdsim simulate``) and build what they run, before
+    anything runs: every configuration is validated against the traces here (errors name
+    options: cli.main). ``sgdsim run`` plans each point of an experiment with it."""
+    notes_out: list[str] = []
     if args.window is not None:
-        print(
-            "sgdsim simulate: note: --window is deprecated, use --http2-window (the same HTTP/2 "
-            "window); --window goes in the next release",
-            file=sys.stderr,
+        notes_out.append(
+            "--window is deprecated, use --http2-window (the same HTTP/2 window); --window goes "
+            "in the next release"
         )
     alpha, bare = parse_alpha_option(args.parse_alpha)
     if bare and alpha > 0:
-        print(
-            f"sgdsim simulate: note: --parse-alpha {args.parse_alpha} read as seconds per byte; "
-            "write the unit, e.g. 1ns/B or 0.5us/KiB",
-            file=sys.stderr,
+        notes_out.append(
+            f"--parse-alpha {args.parse_alpha} read as seconds per byte; write the unit, e.g. "
+            "1ns/B or 0.5us/KiB"
         )
     _check_dependent_options(args)
     counts = parse_workers(workers_text(args))
@@ -432,14 +453,13 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.timeline, "--timeline", force=args.force)
     check_export_options(args, counts)
     link = command_link(args, topology)
-    # Every configuration is checked before anything runs (errors name options: cli.main).
     rule = precision_rule(args)
     traces = [load_trace(t) for t in args.trace]
     link = with_traces(link, traces)
     configs = [build_config(args, w, link, topology, rule, traces) for w in counts]
     note = bucket_cap_note(args, ddp_fields(args), traces)
     if note:
-        print(f"sgdsim simulate: note: {note}", file=sys.stderr)
+        notes_out.append(note)
     total = sum(worker_steps(c) for c in configs)
     ops_per_step = max(len(t.ops) for t in traces)
     work = total * ops_per_step
@@ -452,7 +472,27 @@ def run(args: argparse.Namespace) -> int:
     if args.batches is not None:
         note = _batches_note(configs)
         if note:
-            print(f"sgdsim simulate: note: {note}", file=sys.stderr)
+            notes_out.append(note)
+    return SimulationPlan(traces, configs, rule, link, notes_out)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.save_experiment is not None:
+        from simcore.cli.run_cmd import save_experiment
+
+        plan_simulation(args)  # a file that would not run is not written
+        save_experiment(args, args.save_experiment, force=args.force)
+        print(f"wrote {args.save_experiment} (run it with `sgdsim run {args.save_experiment}`)")
+        return 0
+    planned_run = plan_simulation(args)
+    for note in planned_run.notes:
+        print(f"sgdsim simulate: note: {note}", file=sys.stderr)
+    traces, configs, rule, link = (
+        planned_run.traces,
+        planned_run.configs,
+        planned_run.rule,
+        planned_run.link,
+    )
     available = available_memory_bytes()
     processes = current_jobs()
     if available is not None:  # refuse what this machine cannot hold, before anything runs

@@ -13,7 +13,7 @@ import dataclasses
 import math
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -612,7 +612,7 @@ def default_runs_path(args: argparse.Namespace, now: datetime | None = None) -> 
     that name is taken. Nothing is created here (:func:`validate_keeping_runs` makes the
     folder when it writes the first point). For ``args`` with their defaults
     (:func:`settle_run_options`)."""
-    when = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    when = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model).strip("-.") or "model"
     link = "loopback"
     if args.testbed:

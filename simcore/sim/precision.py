@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simcore.errors import ConfigError
@@ -287,10 +287,12 @@ def simulate_many(
     rule: PrecisionRule | None,
     *,
     progress: ProgressCallback | None = None,
+    finished: Callable[[int, SimulationResult], None] | None = None,
 ) -> list[SimulationResult]:
     """:func:`simulate_sized` of every config (a sweep's points, a study's settings), in the
     order given, on the processes :func:`simcore.parallel.jobs` allows (the results do not
-    depend on how many). Every config is validated before anything runs.
+    depend on how many). Every config is validated before anything runs. ``finished(index,
+    result)`` is told of each as it finishes (:func:`simcore.parallel.run_tasks`).
 
     ``progress(done, total)`` counts the worker-steps of all of them; a config not started yet
     counts as its first run, and totals grow as the rule adds runs.
@@ -309,16 +311,17 @@ def simulate_many(
     planned = [worker_steps(c) for c in sized]
     ops = max(len(t.ops) for t in traces)
     return run_tasks(
-        _simulate_point,
+        simulate_point,
         [(traces, c, rule) for c in configs],
         planned=planned,
         progress=progress,
         cost=sum(planned) * ops,
         min_cost=PARALLEL_MIN_OPS,
+        finished=finished,
     )
 
 
-def _simulate_point(
+def simulate_point(
     point: tuple[list[Trace], SimulationConfig, PrecisionRule | None],
     progress: ProgressCallback | None,
 ) -> SimulationResult:
