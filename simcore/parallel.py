@@ -43,6 +43,7 @@ import numpy as np
 from simcore.errors import ResourceError
 
 __all__ = [
+    "CallerSettings",
     "Interrupted",
     "current_jobs",
     "jobs",
@@ -289,6 +290,9 @@ class _Settings:
         with np.errstate(**self.errors), warnings.catch_warnings():
             warnings.filters[:] = self.filters  # type: ignore[index]
             yield
+
+
+CallerSettings = _Settings  # for the executors that run tasks elsewhere (simcore.executors)
 
 
 def _start_child(slots: Any) -> None:

@@ -26,8 +26,9 @@ from simcore.cli.main import OneLineErrorParser
 from simcore.cli.output_options import EXIT_INTERRUPTED, interrupted_note, simulation_points
 from simcore.cli.progress import Progress
 from simcore.errors import ConfigError
+from simcore.executors import EXECUTORS, run_on
 from simcore.experiment import SECTIONS, Point, expand, experiment_toml, section_of
-from simcore.parallel import Interrupted, run_tasks
+from simcore.parallel import Interrupted
 from simcore.sim import SimulationResult
 from simcore.sim.precision import simulate_point, worker_steps
 from simcore.units import format_number
@@ -69,6 +70,19 @@ def register(subparsers: Any) -> None:
         "--jobs",
         type=int,
         help="processes running points at once (default: one per usable core)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="where the points run: this machine's processes (default), or a Dask or Ray "
+        "cluster (pip install 'sgdsim[dask]' / 'sgdsim[ray]'; a local one of --jobs "
+        "processes unless --address)",
+    )
+    p.add_argument(
+        "--address",
+        help="the cluster to run on: a Dask scheduler (tcp://host:8786) or what ray.init takes "
+        "(auto, ray://host:10001)",
     )
     p.add_argument(
         "--out",
@@ -143,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
     document = _read(args.experiment)
     overrides = _overrides(getattr(args, "overrides", []), keys, flags)
     points = expand(document, args.experiment, flags, overrides)
+    if args.address is not None and args.executor == "local":
+        raise ConfigError("--address: only with --executor dask or ray")
     out = Path(args.out) if args.out else _default_out(args.experiment)
     fingerprint = _fingerprint(points)
     if args.dry_run:
@@ -195,9 +211,11 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             with jobs(args.jobs):
-                run_tasks(
+                run_on(
+                    args.executor,
                     simulate_point,
                     [(p.plan.traces, config, p.plan.rule) for p, _, config in tasks],
+                    address=args.address,
                     planned=plans,
                     progress=progress,
                     finished=finished,
