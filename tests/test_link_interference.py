@@ -203,7 +203,10 @@ def test_each_transfer_ends_within_the_servers_span() -> None:
     assert sorted(timed["push and pull"].pull_end_s) == [2]
     assert sorted(timed["both"].push_end_s) == sorted(timed["both"].pull_end_s) == [1]
     for times in timed.values():
-        ends = [*times.push_end_s.values(), *times.pull_end_s.values()]
         for repetition, span in enumerate(times.span_s):
-            # a transfer ends after the repetition's start and before its closing barrier
-            assert all(0 < end[repetition] <= span for end in ends)
+            # A push ends on the server's clock, after the repetition's start and before its
+            # closing barrier. A pull ends on its worker's, from the worker's own exit of the
+            # opening barrier, which a loaded machine may let out before the server: only its
+            # start is common (CI once saw a pull end past the server's span).
+            assert all(0 < end[repetition] <= span for end in times.push_end_s.values())
+            assert all(end[repetition] > 0 for end in times.pull_end_s.values())
