@@ -38,7 +38,7 @@ TBF_LATENCY = "50ms"  # longest a packet may wait in a tbf queue (sets its byte 
 # of headers (qdisc_pkt_len). A bucket smaller than this cannot send such a packet whole, and tbf
 # splits it into wire-size packets in software (net/sched/sch_tbf.c, tbf_segment). On the testbed
 # a bucket of 67,000 B split them and one of 69,000 B did not
-# (scenarios/testbed_segmentation.py measures what that costs).
+# (scenarios/research/testbed_segmentation.py measures what that costs).
 TBF_GSO_PACKET_NBYTES = 45 * (1448 + 66)
 
 

@@ -52,8 +52,8 @@ _MAX_NODES = 250
 # workers' computation (compute per step of a 100 Mbit/s solo run: 108 ms against 79 ms). Below
 # ~545 Mbit/s even 1 ms is smaller than one of TCP's GSO packets, which tbf then segments in
 # software (netns.tbf_segments_gso): each byte then costs the ranks ~20x the CPU it would with
-# whole packets (scenarios/testbed_segmentation.py). Every kept validation campaign ran so; the
-# predictions measure that CPU rather than assume a real NIC's.
+# whole packets (scenarios/research/testbed_segmentation.py). Every kept validation campaign ran
+# so; the predictions measure that CPU rather than assume a real NIC's.
 BURST_S = 1e-3
 
 

@@ -13,7 +13,7 @@ It needs Linux, root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2 (``ip``, ``t
 The transfers' CPU cost is measured apart, on a link with the bucket the validation's cluster
 gives its links (1 ms at the rate), which is what the testbed's runs pay (below ~545 Mbit/s tbf
 then segments TCP's GSO packets in software, and the cost is ~20x a real NIC's:
-``scenarios/testbed_segmentation.py``). Besides the fit and that cost it records how
+``scenarios/research/testbed_segmentation.py``). Besides the fit and that cost it records how
 unevenly concurrent flows share the shaped link and a ring AllReduce's goodput for W = 2..4 with
 every node shaped alike, and what the link carries with transfers both ways at once
 (:mod:`profilers.network_measure`); ``--keep-fit FILE`` keeps an earlier profile's fit and adds

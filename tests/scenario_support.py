@@ -26,12 +26,16 @@ Rows = list[dict[str, str]]
 
 
 def load_scenario(name: str) -> ModuleType:
-    """Execute ``scenarios/NAME.py`` afresh as the module ``NAME``.
+    """Execute ``scenarios/NAME.py`` (or ``scenarios/research/NAME.py``, the scenarios that
+    explain the validation) afresh as the module ``NAME``.
 
     The module is registered in ``sys.modules`` before it runs: dataclasses look their module up
     there.
     """
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
+    path = SCENARIOS / f"{name}.py"
+    if not path.exists():
+        path = SCENARIOS / "research" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

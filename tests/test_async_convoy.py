@@ -1,5 +1,5 @@
-"""scenarios/async_convoy.py: one Async-SGD run per hosting on the emulated cluster (root only),
-and what the scenario refuses before any run."""
+"""scenarios/research/async_convoy.py: one Async-SGD run per hosting on the emulated cluster
+(root only), and what the scenario refuses before any run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """How far apart Async-SGD workers start their steps, real and simulated, against the
-simulator's error (scenarios/async_offsets.py)."""
+simulator's error (scenarios/research/async_offsets.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which pattern identical Async-SGD workers settle in on a shaped link, without training
-(scenarios/async_pattern.py; its probes on the emulated cluster: root only)."""
+(scenarios/research/async_pattern.py; its probes on the emulated cluster: root only)."""
 
 from __future__ import annotations
 

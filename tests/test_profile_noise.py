@@ -1,6 +1,6 @@
 """The profile's own noise (profilers.distributed.profile_noise) and its scenario
-(scenarios/profile_noise.py): each point predicted from each single profile run, the spread as
-the pooled prediction's standard error, and the noise floor of both noises together."""
+(scenarios/research/profile_noise.py): each point predicted from each single profile run, the
+spread as the pooled prediction's standard error, and the noise floor of both noises together."""
 
 from __future__ import annotations
 

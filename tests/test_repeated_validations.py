@@ -1,7 +1,7 @@
 """Configurations validated twice: how far their measurements and the simulator's error moved,
 and what the part that moves costs a model with no error of its own
 (profilers.distributed.campaign.repeated_points, noise_floor.error_noise_sd,
-scenarios/repeated_validations.py)."""
+scenarios/research/repeated_validations.py)."""
 
 from __future__ import annotations
 

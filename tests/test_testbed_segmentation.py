@@ -1,6 +1,6 @@
 """When the testbed's tbf bucket splits TCP's GSO packets (profilers.netns.tbf_segments_gso), what
 the testbed's descriptions say about it, and what it costs a ring's ranks
-(scenarios/testbed_segmentation.py, on the emulated cluster: root only)."""
+(scenarios/research/testbed_segmentation.py, on the emulated cluster: root only)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ probe shows is the link's own behaviour under the Async-SGD pattern. On the test
 pattern is not one pattern: at 200 Mbit/s two workers moving a 2.5 MB model settled in
 anti-phase (one pulling while the other pushed), at 500 Mbit/s two moving 7.5 MB in a convoy,
 and probes repeated minutes apart differed by 7% on average and up to 31% with two workers or
-more, while one worker's repeated within 1% (``scenarios/async_pattern.py``). With ``burn``
+more, while one worker's repeated within 1% (``scenarios/research/async_pattern.py``). With ``burn``
 each layer's time is spent as the worker thread's CPU time, and workers sharing their cores
 compete for them as training's do: on the kept validation files the training runs were then
 within 6% of the probe at the median, where sleeping probes ran resnet8 2-4x too fast.

@@ -436,7 +436,7 @@ def measure(
         this rate; None: every rank on loopback, unshaped.
     link_burst_s : the shaped links' tbf bucket, as time at the rate (the cluster's 1 ms: below
         ~545 Mbit/s it splits TCP's GSO packets, which costs the ranks CPU a real NIC would
-        not; ``scenarios/testbed_segmentation.py``).
+        not; ``scenarios/research/testbed_segmentation.py``).
     threads : torch threads per rank (also the simulator's ``worker_cpu_cores``).
     profile_runs : one-worker runs of each kind (the profile, the computation alone), taken in
         turns, the first pair before everything and the others before the later rounds of the
@@ -1536,7 +1536,7 @@ def async_pattern_lines(points: Sequence[ValidationPoint]) -> list[str]:
 # The gap between the seeds' and the runs' median distance between step starts (steps) beyond
 # which a validation names it: on the kept runs of the models whose steps the link bounds, 10
 # of the 11 Async-SGD points with a gap this large were off in its direction (15% on average;
-# scenarios/async_offsets.py).
+# scenarios/research/async_offsets.py).
 OFFSET_GAP = 0.15
 
 
@@ -1588,8 +1588,8 @@ def report_text(report: ValidationReport) -> str:
                 f" (tbf's bucket of {bucket} splits TCP's GSO packets: every byte costs the "
                 "ranks' CPU an order of magnitude more than a real NIC would, and at high rates "
                 "Async-SGD workers sharing a core take turns on the link for it, which the "
-                "simulator does not model; scenarios/testbed_segmentation.py, "
-                "scenarios/async_convoy.py)"
+                "simulator does not model; scenarios/research/testbed_segmentation.py, "
+                "scenarios/research/async_convoy.py)"
             )
         elif burst != BURST_S:
             where += f" (tbf's bucket {bucket}, {burst * 1e3:g} ms at the rate)"

@@ -154,7 +154,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="--testbed: each shaped link's tbf bucket as time at RATE (default 1ms). Below "
         "~545 Mbit/s 1ms is smaller than one of TCP's 64 KiB GSO packets, and tbf then "
         "segments every send in software, which costs the ranks CPU a real NIC's offload "
-        "would not (scenarios/testbed_segmentation.py); e.g. 4ms keeps them whole from "
+        "would not (scenarios/research/testbed_segmentation.py); e.g. 4ms keeps them whole from "
         "~140 Mbit/s, at the price of letting 4ms of bytes through at once",
     )
     p.add_argument(

@@ -16,7 +16,7 @@ Setup
     - ``testbed``: as the validations run (1 ms bucket, server and workers pinned apart);
     - ``whole packets``: a bucket of two GSO packets, which tbf passes whole as a real NIC's
       segmentation offload would (``profilers.netns.tbf_segments_gso``): the transfers cost the
-      ranks' cores an order of magnitude less (``scenarios/testbed_segmentation.py``);
+      ranks' cores an order of magnitude less (``scenarios/research/testbed_segmentation.py``);
     - ``unpinned``: the testbed's bucket, every rank free to run on any core.
 
     Needs root (network namespaces); about 40 s per hosting with the defaults.
