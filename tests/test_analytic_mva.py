@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simcore.analytic.mva import SINGLETON_MAX_CLASSES, solve
+from simcore.analytic.mva import SINGLETON_MAX_CLASSES, lattice_size, solve
 from simcore.analytic.network import ClosedNetwork
 from simcore.errors import ConfigError
 
@@ -123,6 +123,31 @@ def test_littles_law_and_utilization(solver: str, disc: tuple[str, ...]) -> None
     # A job waits at least its service; at a station, at least as many jobs as it serves.
     assert np.all(r.response_s >= net.service_array() - 1e-15)
     assert np.all(r.queue_length >= r.utilization - 1e-15)
+
+
+@pytest.mark.parametrize("disc", [PS3, FCFS_LINKS])
+def test_grouped_by_levels_is_the_vector_by_vector_recursion_bit_for_bit(
+    disc: tuple[str, ...],
+) -> None:
+    """The grouped solver's two fast forms (one class: a chain in floats; several: a level of
+    the lattice at a time) against the recursion the singleton solver runs, kept as the
+    reference: the same operations per vector, so the same numbers exactly."""
+    from simcore.analytic.mva import _by_levels, _exact, _one_class
+
+    rng = np.random.default_rng(11 + len(disc[0]))
+    for classes in (1, 2, 3):
+        for _ in range(4):
+            pops = tuple(int(n) for n in rng.integers(1, 7, classes))
+            net = ClosedNetwork(
+                pops,
+                tuple(rng.uniform(0.0, 0.1, classes)),
+                tuple(tuple(rng.uniform(0.001, 0.05, 3)) for _ in range(classes)),
+                disc,
+            )
+            reference = _exact(net)
+            fast = _one_class(net) if classes == 1 else _by_levels(net)
+            assert np.array_equal(fast[0], reference[0]) and np.array_equal(fast[1], reference[1])
+            assert fast[2] == reference[2] == lattice_size(pops)
 
 
 def test_throughput_bounds_of_many_identical_workers() -> None:

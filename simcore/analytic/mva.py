@@ -13,7 +13,9 @@ Solvers:
 - ``singleton``: every job its own class, recursion over all of {0,1}^K (the paper's form;
   2^K population vectors);
 - ``grouped``: exact too, over the populations (n_1, ..., n_G) of G classes of identical jobs:
-  prod(N_g + 1) vectors, so 1024 identical workers cost 1025 vectors;
+  prod(N_g + 1) vectors, so 1024 identical workers cost 1025 vectors (a chain in plain floats,
+  2 ms), and 1024 + 1024 of two types 263,169, solved a level of equal total population at a
+  time (0.2 s); the same numbers as the vector-by-vector recursion ``singleton`` runs;
 - ``bard-schweitzer``: approximate, the fixed point of ``N_j(n - e_c) ~ N_j(n) (n_j - [j=c]) / n_j``
   (and the same for rho), for many distinct classes;
 - ``auto``: ``grouped`` when its lattice has at most ``EXACT_MAX_STATES`` vectors, otherwise
@@ -32,7 +34,7 @@ from simcore.errors import ConfigError, SgdsimError
 __all__ = ["EXACT_MAX_STATES", "SOLVERS", "lattice_size", "solve"]
 
 SOLVERS = ("auto", "singleton", "grouped", "bard-schweitzer")
-EXACT_MAX_STATES = 50_000  # auto: exact up to this many population vectors (about 1 s)
+EXACT_MAX_STATES = 500_000  # auto: exact up to this many population vectors (about 0.5 s)
 SINGLETON_MAX_CLASSES = 26  # 2^26 vectors: beyond that the arrays alone need gigabytes
 BS_TOLERANCE = 1e-12  # relative change of the queue lengths that ends the fixed point
 BS_MAX_ITERATIONS = 100_000
@@ -58,7 +60,8 @@ def solve(network: ClosedNetwork, solver: str = "auto") -> MvaResult:
         exact = lattice_size(network.populations) <= EXACT_MAX_STATES
         solver = "grouped" if exact else "bard-schweitzer"
     if solver == "grouped":
-        x, t, visited = _exact(network)
+        recursion = _one_class if network.n_classes == 1 else _by_levels
+        x, t, visited = recursion(network)
         return MvaResult(network, "grouped", x, t, visited)
     if solver == "bard-schweitzer":
         x, t, iterations = _bard_schweitzer(network)
@@ -122,6 +125,82 @@ def _exact(net: ClosedNetwork) -> tuple[np.ndarray, np.ndarray, int]:
         tot_sn[idx] = (s * xt).sum(axis=0)
         tot_sr[idx] = (s * s * x[:, None]).sum(axis=0)
     return x, t, total  # at the last index every class is active, in class order
+
+
+def _one_class(net: ClosedNetwork) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_exact` for one class of identical jobs, in plain floats: the recursion is a
+    chain n = 1..N with a few stations, where numpy's cost per call would be most of the work
+    (1024 workers: 2 ms instead of 20). The same operations in the same order as
+    :func:`_exact`, so the same numbers."""
+    (population,) = net.populations
+    service = [float(v) for v in net.service_array()[0]]
+    delay = float(net.delay_s[0])
+    fcfs = [bool(f) for f in net.fcfs_mask()]
+    tot_n = [0.0] * len(service)
+    tot_sn = [0.0] * len(service)
+    tot_sr = [0.0] * len(service)
+    x, t = 0.0, service
+    for n in range(1, population + 1):
+        t = [
+            s + sn - 0.5 * sr if f else s * (1.0 + q)
+            for s, sn, sr, q, f in zip(service, tot_sn, tot_sr, tot_n, fcfs, strict=True)
+        ]
+        x = n / (delay + _sum(t))
+        tot_n = [x * ts for ts in t]
+        tot_sn = [s * (x * ts) for s, ts in zip(service, t, strict=True)]
+        tot_sr = [s * s * x for s in service]
+    return np.array([x]), np.array([t]), population + 1
+
+
+def _sum(values: list[float]) -> float:
+    """Left to right, as numpy sums a handful of values along an axis."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total
+
+
+def _by_levels(net: ClosedNetwork) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_exact` a level of the lattice at a time: every vector with k jobs in all needs
+    only vectors with k - 1, so each level is one set of array operations over its vectors
+    instead of one per vector (1024 + 1024 workers of two types: 263,169 vectors in 2,049
+    levels). Inactive classes (n_c = 0) take part with x = 0, which adds nothing."""
+    pops = np.asarray(net.populations, dtype=np.int64)
+    classes = len(pops)
+    strides = np.concatenate(([1], np.cumprod(pops + 1)[:-1])).astype(np.int64)
+    total = int(np.prod(pops + 1))
+    service = net.service_array()
+    delay = np.asarray(net.delay_s, dtype=float)
+    fcfs = net.fcfs_mask()
+    index = np.arange(total, dtype=np.int64)
+    digits = (index[:, None] // strides[None, :]) % (pops + 1)[None, :]  # n_g of each vector
+    level = digits.sum(axis=1)
+    order = np.argsort(level, kind="stable")
+    bounds = np.searchsorted(level[order], np.arange(int(level[-1]) + 2))
+    tot_n = np.zeros((total, net.n_stations))
+    tot_sn = np.zeros_like(tot_n)
+    tot_sr = np.zeros_like(tot_n)
+    s2 = service * service
+    x = np.zeros(classes)
+    t = np.zeros_like(service)
+    for k in range(1, int(level[-1]) + 1):
+        idx = order[bounds[k] : bounds[k + 1]]  # the vectors with k jobs, in index order
+        n = digits[idx]  # (vectors, classes)
+        active = n > 0
+        prev = np.where(active, idx[:, None] - strides[None, :], 0)  # n - e_c (any, if n_c = 0)
+        t_all = np.where(
+            fcfs[None, None, :],
+            service[None] + tot_sn[prev] - 0.5 * tot_sr[prev],
+            service[None] * (1.0 + tot_n[prev]),
+        )
+        t_all = np.where(active[:, :, None], t_all, 0.0)
+        x_all = np.where(active, n / np.where(active, delay[None] + t_all.sum(axis=2), 1.0), 0.0)
+        xt = x_all[:, :, None] * t_all
+        tot_n[idx] = xt.sum(axis=1)
+        tot_sn[idx] = (service[None] * xt).sum(axis=1)
+        tot_sr[idx] = (s2[None] * x_all[:, :, None]).sum(axis=1)
+        x, t = x_all[-1], t_all[-1]  # the level's last vector; at the top: the full population
+    return x, t, total
 
 
 def _increment(n: np.ndarray, pops: np.ndarray) -> None:
