@@ -23,22 +23,17 @@ from simcore.export.chrome import (
     simulated_spans,
 )
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
+
+from trace_support import tiny_trace
 
 B = 1e9
 ROUNDING_US = 1e-6  # ts + dur of one event and ts of the next agree to float rounding
 
 
 def tiny() -> Trace:
-    return synthetic_trace(
-        [[0.002, 0.004], [0.003, 0.005]],
-        [[0.004, 0.006], [0.005, 0.007]],
-        [400_000, 200_000],
-        update_s=0.0005,
-        batch_size=16,
-    )
+    return tiny_trace()
 
 
 def run(trace: Trace, **kwargs: Any) -> SimulationResult:

@@ -14,18 +14,9 @@ from simcore.errors import ConfigError
 from simcore.executors import run_on
 from simcore.sim import SimulationConfig
 from simcore.sim.precision import simulate_point
-from simcore.trace.build import synthetic_trace
 from simcore.trace.model import Trace
 
-
-def tiny_trace() -> Trace:
-    return synthetic_trace(
-        [[0.002, 0.004], [0.003, 0.005]],
-        [[0.004, 0.006], [0.005, 0.007]],
-        [400_000, 200_000],
-        update_s=0.0005,
-        batch_size=16,
-    )
+from trace_support import tiny_trace
 
 
 def items() -> list[tuple[list[Trace], SimulationConfig, None]]:

@@ -26,9 +26,10 @@ from simcore.errors import ConfigError
 from simcore.export.chrome import TimelineSpan, simulated_spans
 from simcore.export.hta import hta_traces, rank_file_name, write_hta_dir
 from simcore.sim import SimulationConfig, SimulationResult, simulate
-from simcore.trace.build import synthetic_trace
 from simcore.trace.io import load_trace
 from simcore.trace.model import Trace
+
+from trace_support import tiny_trace
 
 B = 1e9
 COMM = {"pull", "push", "allreduce", "intra-host"}
@@ -37,13 +38,7 @@ Interval = tuple[float, float]  # microseconds
 
 
 def tiny() -> Trace:
-    return synthetic_trace(
-        [[0.002, 0.004], [0.003, 0.005]],
-        [[0.004, 0.006], [0.005, 0.007]],
-        [400_000, 200_000],
-        update_s=0.0005,
-        batch_size=16,
-    )
+    return tiny_trace()
 
 
 def run(trace: Trace, **kwargs: Any) -> SimulationResult:

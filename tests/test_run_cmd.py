@@ -11,20 +11,14 @@ from typing import Any
 import pytest
 
 from simcore.cli.main import main
-from simcore.trace.build import synthetic_trace
 from simcore.trace.io import save_trace
+
+from trace_support import tiny_trace
 
 
 @pytest.fixture()
 def experiment(tmp_path: Path) -> Path:
-    trace = synthetic_trace(
-        [[0.002, 0.004], [0.003, 0.005]],
-        [[0.004, 0.006], [0.005, 0.007]],
-        [400_000, 200_000],
-        update_s=0.0005,
-        batch_size=16,
-    )
-    save_trace(trace, tmp_path / "tiny.json")
+    save_trace(tiny_trace(), tmp_path / "tiny.json")
     path = tmp_path / "exp.toml"
     path.write_text(
         '[workload]\ntrace = "tiny.json"\n\n'

@@ -16,20 +16,14 @@ from simcore.trace.build import synthetic_trace
 from simcore.trace.io import save_trace
 
 from output_support import output, point
+from trace_support import tiny_trace
 
 FAST = ["--steps", "30", "--warmup", "5", "--bandwidth", "1Gbps"]
 
 
 @pytest.fixture()
 def trace_file(tmp_path: Path) -> Path:
-    trace = synthetic_trace(
-        [[0.002, 0.004], [0.003, 0.005]],
-        [[0.004, 0.006], [0.005, 0.007]],
-        [400_000, 200_000],
-        update_s=0.0005,
-        batch_size=16,
-    )
-    return save_trace(trace, tmp_path / "tiny.json")
+    return save_trace(tiny_trace(), tmp_path / "tiny.json")
 
 
 def test_single_run_prints_a_summary(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
